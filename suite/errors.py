@@ -1,0 +1,25 @@
+"""User-facing errors: bad case files, unknown names, impossible combinations.
+
+Every such error is one line that names where the problem is (file and key, or the
+name that was not found) and what is wrong. The CLI prints it and exits with code 2
+before anything runs; pytest turns it into a usage error.
+"""
+
+from __future__ import annotations
+
+EXIT_BAD_INPUT = 2
+
+
+class SuiteInputError(Exception):
+    """Bad input from the user: a case file, a command-line name or a combination."""
+
+    def __init__(self, where: str, what: str):
+        self.where = where
+        self.what = what
+        super().__init__(f"{where}: {what}")
+
+
+def did_you_mean(name: str, known) -> str:
+    """The list of known names, for an error message."""
+    known = sorted(known)
+    return f"{name!r} is not one of: {', '.join(known) if known else '(none)'}"

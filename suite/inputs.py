@@ -1,0 +1,86 @@
+"""The one place that makes tensors: seeded random data in a chosen memory layout, and
+NaN-poisoned output buffers.
+
+Ops build their inputs from these primitives so that every test, benchmark and mutant
+sees the same values for the same case (seeded on the CPU, then moved), never zeros.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+}
+DTYPE_SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64"}
+
+# Quiet NaNs with a payload that arithmetic does not produce (hardware and libraries
+# return the canonical NaN), so an element still holding this exact bit pattern after
+# the call was never written.
+_POISON_BITS = {
+    torch.float64: (torch.int64, 0x7FF8DEADBEEF0BAD),
+    torch.float32: (torch.int32, 0x7FC0BAD5),
+    torch.float16: (torch.int16, 0x7E5B),
+    torch.bfloat16: (torch.int16, 0x7FDB),
+}
+
+
+def generator(seed: int) -> torch.Generator:
+    g = torch.Generator(device="cpu")
+    g.manual_seed(seed)
+    return g
+
+
+def randn(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator,
+          device: torch.device, scale: float = 1.0, order: Optional[Sequence[int]] = None,
+          pad_last: int = 0) -> torch.Tensor:
+    """Normal(0, scale) values of `shape`, rounded to `dtype` and laid out in memory as
+    `order` (a permutation: order[-1] is the fastest-moving logical dim). `pad_last` > 0
+    makes the tensor a non-contiguous slice of a buffer wider along that fastest dim."""
+    order = list(order) if order is not None else list(range(len(shape)))
+    phys = [shape[d] for d in order]
+    phys_alloc = phys[:-1] + [phys[-1] + pad_last]
+    base = torch.randn(phys_alloc, generator=gen, dtype=torch.float32) * scale
+    base = base.to(dtype)
+    if pad_last:
+        base = base[..., pad_last // 2: pad_last // 2 + phys[-1]]
+    inverse = [order.index(d) for d in range(len(shape))]
+    return base.permute(inverse).to(device)
+
+
+def moved(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """`t` on `device` with its strides kept (`.to` keeps dense layouts; slices of a wider
+    buffer need the buffer moved)."""
+    if t.device == torch.device(device):
+        return t
+    return t.to(device)
+
+
+def empty_like_layout(t: torch.Tensor, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """Dense tensor of t's shape whose memory order follows t's strides."""
+    return torch.empty_like(t, dtype=dtype or t.dtype, memory_format=torch.preserve_format)
+
+
+def _poison_value(dtype: torch.dtype) -> tuple[torch.dtype, int]:
+    int_dtype, bits = _POISON_BITS[dtype]
+    if bits > torch.iinfo(int_dtype).max:  # as the signed integer of the same bits
+        bits -= 1 << torch.iinfo(int_dtype).bits
+    return int_dtype, bits
+
+
+def poison_(t: torch.Tensor) -> torch.Tensor:
+    """Fill `t` (any strides) with the poison NaN of its dtype."""
+    int_dtype, bits = _poison_value(t.dtype)
+    t.view(int_dtype).fill_(bits)
+    return t
+
+
+def is_poison(t: torch.Tensor) -> torch.Tensor:
+    """Boolean mask of elements that still hold the poison bit pattern."""
+    int_dtype, bits = _poison_value(t.dtype)
+    return t.view(int_dtype) == bits

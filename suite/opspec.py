@@ -1,0 +1,117 @@
+"""The op contract: what every op under test declares, once.
+
+Modelled on PyTorch's OpInfo: one declarative record per op, validated when it is built,
+so a bad description fails at import and not halfway through a run. The harness only ever
+talks to an op through this record; nothing in `suite/` knows a particular op.
+
+An implementation is called in destination-passing style:
+
+    fn(**inputs, **attrs, out=outputs)
+
+`inputs` are the op's tensors (None for absent optional ones), `attrs` its non-tensor
+arguments, and `outputs` a dict of preallocated, NaN-poisoned tensors that the
+implementation must overwrite completely. The harness owns allocation so that an element
+the implementation never wrote is found by its poison bit pattern ("unwritten output").
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import torch
+
+from suite.params import ParamSet
+
+
+class TolClass(enum.Enum):
+    """How an output is produced, which decides how much rounding error it may carry."""
+
+    ELEMENTWISE = "elementwise"  # each element a short sum, rounded once to the output dtype
+    REDUCTION = "reduction"  # sums over batch and time (dweight, dbias): order-dependent
+    STATE = "state"  # carried state and its gradient across chunk boundaries
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    name: str
+    tol_class: TolClass
+
+
+@dataclass(frozen=True)
+class CaseInputs:
+    """Tensors and attributes for one call, as built by the op's input factory."""
+
+    tensors: Mapping[str, Optional[torch.Tensor]]
+    attrs: Mapping[str, Any]
+
+    def summary(self) -> str:
+        """Shapes, dtypes and strides, never values."""
+        parts = []
+        for k, t in self.tensors.items():
+            if t is None:
+                continue
+            parts.append(f"{k}{tuple(t.shape)}:{str(t.dtype).removeprefix('torch.')}"
+                         f"@{tuple(t.stride())}")
+        parts += [f"{k}={v!r}" for k, v in self.attrs.items()]
+        return " ".join(parts)
+
+
+# Allocator handed to `OpSpec.invoke`: (name, like-tensor spec) -> poisoned tensor.
+Allocate = Callable[[Mapping[str, torch.Tensor]], dict]
+
+
+def call_once(spec: "OpSpec", fn, inputs: CaseInputs, params: Mapping, allocate) -> dict:
+    out = allocate(spec.empty_outputs(inputs, params))
+    fn(**inputs.tensors, **inputs.attrs, out=out)
+    return out
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    # --- metadata ---
+    name: str  # op name, the folder name under cases/ and kernels/
+    doc: str  # one line: what the backward computes
+
+    # --- parameters and case validation ---
+    params: ParamSet  # the case-file vocabulary
+    # params -> (key, reason) for an impossible combination, or None
+    check_case: Callable[[Mapping], Optional[tuple]]
+
+    # --- inputs, truth and outputs ---
+    # (params, seed, device) -> CaseInputs in the case dtype and memory layout
+    make_inputs: Callable[[Mapping, int, torch.device], CaseInputs]
+    # float64 closed-form backward: (tensors as float64, attrs) -> {output name: tensor}
+    golden: Callable[..., dict]
+    # params -> the outputs this case produces, each with its tolerance class
+    outputs: Callable[[Mapping], Sequence[OutputSpec]]
+    # (inputs, params) -> {output name: empty tensor with the required shape/dtype/layout}
+    empty_outputs: Callable[[CaseInputs, Mapping], dict]
+
+    # --- roofline ---
+    bytes: Callable[[Mapping], int]  # compulsory traffic: inputs read once, outputs written once
+    flops: Callable[[Mapping], int]
+
+    # --- calling convention ---
+    # (spec, fn, inputs, params, allocate) -> outputs. Ops with chunked state override this
+    # to split one case into several calls; the default is one call.
+    invoke: Callable[..., dict] = call_once
+    # dtype of the case's activations, used to pick tolerances (a param name)
+    dtype_param: str = "dtype"
+    # the implementation whose same-dtype error sizes the tolerance (see suite/tolerances)
+    yardstick: str = "torch_ref"
+
+    tags: tuple = field(default=())
+
+    def __post_init__(self):
+        if not self.name.isidentifier():
+            raise ValueError(f"op name {self.name!r} must be an identifier")
+        if self.dtype_param not in self.params.by_name:
+            raise ValueError(f"op {self.name}: dtype_param {self.dtype_param!r} is not a param")
+        defaults = self.params.defaults()
+        if not self.outputs(defaults):
+            raise ValueError(f"op {self.name}: default params produce no outputs")
+
+    def call(self, fn, inputs: CaseInputs, params: Mapping, allocate) -> dict:
+        return self.invoke(self, fn, inputs, params, allocate)

@@ -1,0 +1,182 @@
+"""Results store: one parquet file per run, one row per (case, implementation).
+
+The schema is one explicit constant with a version in its metadata (asv's habit): a file
+of another version is refused with a one-line error, never misread. The writer rewrites
+the file under a temporary name and renames it as rows arrive (at most once a second, and
+always at close), so a crash or Ctrl-C keeps every finished row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Optional
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from suite.errors import SuiteInputError
+
+SCHEMA_VERSION = 1
+
+OUTPUT_STRUCT = pa.struct([
+    ("name", pa.string()), ("tol_class", pa.string()), ("numel", pa.int64()),
+    ("scale", pa.float64()), ("err", pa.float64()), ("ref_err", pa.float64()),
+    ("allowed", pa.float64()), ("max_abs", pa.float64()), ("max_rel", pa.float64()),
+    ("rel_l2", pa.float64()), ("n_bad", pa.int64()), ("n_nonfinite", pa.int64()),
+    ("n_unwritten", pa.int64()), ("worst_index", pa.string()),
+])
+
+# Keep in step with the "Results schema" table in README.md (a test compares them).
+SCHEMA = pa.schema([
+    # run and environment (the same on every row of a file)
+    ("run_id", pa.string()), ("run_started", pa.string()), ("git_commit", pa.string()),
+    ("host", pa.string()), ("device", pa.string()), ("device_name", pa.string()),
+    ("driver", pa.string()), ("torch_version", pa.string()), ("cuda_version", pa.string()),
+    ("python_version", pa.string()), ("profile", pa.string()),
+    # case
+    ("op", pa.string()), ("case_id", pa.string()), ("case_group", pa.string()),
+    ("case_file", pa.string()), ("tags", pa.list_(pa.string())),
+    ("params_json", pa.string()), ("seed", pa.int64()),
+    # implementation
+    ("impl", pa.string()), ("impl_kind", pa.string()), ("impl_version", pa.string()),
+    # verdict
+    ("verdict", pa.string()), ("failure_kind", pa.string()), ("reason", pa.string()),
+    ("outputs", pa.list_(OUTPUT_STRUCT)),
+    ("determinism", pa.string()), ("det_repeats", pa.int32()), ("det_spread", pa.float64()),
+    # timing
+    ("timing_method", pa.string()), ("time_samples_s", pa.list_(pa.float64())),
+    ("time_median_s", pa.float64()), ("time_iqr_s", pa.float64()),
+    ("time_warmup", pa.int32()), ("l2_flush", pa.bool_()),
+    # roofline
+    ("bytes", pa.int64()), ("flops", pa.int64()), ("gbps", pa.float64()),
+    ("copy_gbps", pa.float64()), ("frac_copy_bw", pa.float64()),
+    ("arith_intensity", pa.float64()), ("bound", pa.string()),
+    ("peak_mem_bytes", pa.int64()), ("duration_s", pa.float64()),
+], metadata={b"bwd_suite_schema_version": str(SCHEMA_VERSION).encode()})
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, timeout=5, cwd=Path(__file__).resolve().parents[1])
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5,
+                               cwd=Path(__file__).resolve().parents[1]).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def environment(device, profile: str = "") -> dict:
+    """The run-level columns, captured once per run."""
+    import torch
+
+    dev = torch.device(device)
+    name, driver = platform.processor() or platform.machine(), ""
+    if dev.type == "cuda":
+        name = torch.cuda.get_device_name(dev)
+        try:
+            driver = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True, text=True, timeout=10).stdout.strip().splitlines()[0]
+        except (OSError, subprocess.SubprocessError, IndexError):
+            driver = ""
+    return {
+        "run_id": datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-"
+                  + uuid.uuid4().hex[:6],
+        "run_started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": _git_commit(),
+        "host": socket.gethostname(),
+        "device": str(dev),
+        "device_name": name,
+        "driver": driver,
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda or "",
+        "python_version": platform.python_version(),
+        "profile": profile,
+    }
+
+
+def params_json(params) -> str:
+    return json.dumps(dict(params), sort_keys=True)
+
+
+class ResultsWriter:
+    """Appends rows and keeps `path` a valid parquet file of all rows written so far."""
+
+    def __init__(self, path: Path, flush_every_s: float = 1.0):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.rows: list[dict] = []
+        self.flush_every_s = flush_every_s
+        self._last_flush = 0.0
+
+    def append(self, row: dict) -> None:
+        missing = set(SCHEMA.names) - set(row)
+        extra = set(row) - set(SCHEMA.names)
+        if missing or extra:
+            raise ValueError(f"result row: missing {sorted(missing)}, unknown {sorted(extra)}")
+        self.rows.append(row)
+        if time.monotonic() - self._last_flush >= self.flush_every_s:
+            self.flush()
+
+    def flush(self) -> None:
+        table = pa.Table.from_pylist(self.rows, schema=SCHEMA)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        pq.write_table(table, tmp)
+        os.replace(tmp, self.path)
+        self._last_flush = time.monotonic()
+
+    def close(self) -> None:
+        self.flush()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _files(paths: Iterable) -> list[Path]:
+    files = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files += sorted(p.rglob("*.parquet"))
+        elif p.exists():
+            files.append(p)
+        else:
+            raise SuiteInputError(str(p), "no such results file or folder")
+    if not files:
+        raise SuiteInputError(", ".join(map(str, paths)), "holds no .parquet results")
+    return files
+
+
+def read_table(path: Path) -> pa.Table:
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as e:
+        raise SuiteInputError(str(path), f"not a readable parquet file: {e}") from None
+    version = (table.schema.metadata or {}).get(b"bwd_suite_schema_version")
+    if version is None:
+        raise SuiteInputError(str(path), "not a bwd-suite results file (no schema version)")
+    if int(version) != SCHEMA_VERSION:
+        raise SuiteInputError(str(path), f"schema version {int(version)}, this suite reads "
+                                         f"version {SCHEMA_VERSION}")
+    return table
+
+
+def read_results(paths: Iterable, columns: Optional[list] = None):
+    """All rows of the given files or folders as one pandas DataFrame."""
+    tables = [read_table(f) for f in _files(paths)]
+    table = pa.concat_tables(tables)
+    if columns:
+        table = table.select(columns)
+    return table.to_pandas()

@@ -1,0 +1,52 @@
+"""The terminal summary of a run: verdict counts and speed per (op, implementation),
+then the failures with their reasons."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Iterable
+
+VERDICTS = ("pass", "fail", "error", "unsupported")
+MAX_FAILURES_SHOWN = 20
+
+
+def _geomean(values):
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def _fmt(v, spec):
+    return format(v, spec) if v is not None else "-"
+
+
+def render(rows: Iterable[dict]) -> str:
+    rows = list(rows)
+    groups = defaultdict(list)
+    for r in rows:
+        groups[(r["op"], r["impl"])].append(r)
+    head = (f"{'op':<16} {'implementation':<30} {'items':>5} "
+            + " ".join(f"{v:>11}" for v in VERDICTS)
+            + f" {'bitwise':>8} {'median GB/s':>12} {'frac copy':>10}")
+    lines = [head, "-" * len(head)]
+    for (op, impl), rs in sorted(groups.items()):
+        counts = [sum(r["verdict"] == v for r in rs) for v in VERDICTS]
+        timed = [r for r in rs if r["verdict"] == "pass" and r.get("gbps")]
+        gbps = sorted(r["gbps"] for r in timed)
+        med = gbps[len(gbps) // 2] if gbps else None
+        frac = _geomean([r.get("frac_copy_bw") for r in timed])
+        bitwise = sum(r["determinism"] == "bitwise" for r in rs)
+        lines.append(f"{op:<16} {impl:<30} {len(rs):>5} "
+                     + " ".join(f"{n:>11}" for n in counts)
+                     + f" {bitwise:>8} {_fmt(med, '12.1f')} {_fmt(frac, '10.3f')}")
+    bad = [r for r in rows if r["verdict"] in ("fail", "error")]
+    if bad:
+        lines.append(f"\n{len(bad)} failing items"
+                     + (f" (first {MAX_FAILURES_SHOWN})" if len(bad) > MAX_FAILURES_SHOWN else "")
+                     + ":")
+        for r in bad[:MAX_FAILURES_SHOWN]:
+            lines.append(f"  {r['verdict'].upper():5} {r['impl']} {r['case_id']}")
+            lines.append(f"        {r['reason'][:400]}")
+    lines.append("\nframe: 'frac copy' is the geometric mean over passing items of GB/s "
+                 "(compulsory bytes / median time) over the measured copy bandwidth.")
+    return "\n".join(lines)

@@ -1,0 +1,209 @@
+"""Time one call (a backward pass) properly: warm-up, cold L2, device-side clocks, all samples.
+
+On CUDA the clock is a pair of `torch.cuda.Event`s around only `fn()`; host-side timers would
+measure launch overhead and queueing instead of the kernel. Before every sample a 256 MiB
+buffer is zeroed so that each sample starts with a cold L2 (an H200 has 50 MiB), as
+`triton.testing.do_bench` does, and the GPU then spins long enough for the host to launch all
+of fn() before the start event runs, so the events time GPU work, not launch gaps. The
+samples' events are read after one synchronize at the end (with no warm-up, also after the
+first sample, which then sizes the time budget).
+
+On CPU the clock is `time.perf_counter` around each call.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+L2_FLUSH_BYTES = 256 * 1024 * 1024
+# torch.utils.benchmark warns when the interquartile range exceeds this share of the median.
+NOISY_IQR_RATIO = 0.10
+# Fewer samples than this make the median and IQR meaningless, unless one call alone
+# overruns the time budget.
+MIN_SAMPLES = 3
+
+# One flush buffer per CUDA device index, allocated on first use and kept: reallocating
+# 256 MiB per call would put allocator work next to the timed region.
+_flush_buffers: dict[int, torch.Tensor] = {}
+# Between samples the GPU spins (torch.cuda._sleep) for about twice the host time of one
+# iteration, so the host has launched fn() before the start event runs.
+_SPIN_CALIBRATION_CYCLES = 200_000  # 0.1 ms at full clock
+_MIN_SPACER_S = 20e-6
+_MAX_SPACER_S = 10e-3  # a fn that synchronizes inside gains nothing from a longer spin
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """The q-quantile of already sorted values, interpolating linearly between the two
+    nearest ranks (numpy.percentile's default, "linear")."""
+    if not sorted_values:
+        raise ValueError("quantile of no values")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q must lie in [0, 1], got {q}")
+    pos = q * (len(sorted_values) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Timing:
+    method: str  # "cuda_events" or "perf_counter"
+    samples_s: tuple  # every kept sample, seconds, in the order measured
+    warmup: int  # warm-up calls made before the first sample
+    l2_flush: bool  # whether the L2 cache was flushed before each sample
+
+    def __post_init__(self) -> None:
+        if not self.samples_s:
+            raise ValueError("a Timing needs at least one sample")
+        object.__setattr__(self, "samples_s", tuple(float(s) for s in self.samples_s))
+
+    @property
+    def _sorted(self) -> list[float]:
+        return sorted(self.samples_s)
+
+    @property
+    def median_s(self) -> float:
+        return quantile(self._sorted, 0.5)
+
+    @property
+    def iqr_s(self) -> float:
+        s = self._sorted
+        return quantile(s, 0.75) - quantile(s, 0.25)
+
+    @property
+    def min_s(self) -> float:
+        return min(self.samples_s)
+
+    @property
+    def noisy(self) -> bool:
+        # Multiplied out rather than divided, so a zero median does not raise.
+        return self.iqr_s > NOISY_IQR_RATIO * self.median_s
+
+
+def _min_samples(repeats: int, call_s: float, max_time_s: float) -> int:
+    return min(repeats, 1 if call_s > max_time_s else MIN_SAMPLES)
+
+
+def _time_cpu(fn: Callable[[], object], warmup: int, repeats: int,
+              max_time_s: float) -> Timing:
+    for _ in range(warmup):
+        fn()
+    samples: list[float] = []
+    began = time.perf_counter()
+    while len(samples) < repeats:
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+        spent = time.perf_counter() - began
+        if spent > max_time_s and len(samples) >= _min_samples(repeats, samples[0], max_time_s):
+            break
+    return Timing(method="perf_counter", samples_s=tuple(samples), warmup=warmup,
+                  l2_flush=False)
+
+
+def _flush_buffer(index: int) -> torch.Tensor:
+    buf = _flush_buffers.get(index)
+    if buf is None:
+        buf = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=f"cuda:{index}")
+        _flush_buffers[index] = buf
+    return buf
+
+
+def _spin_rate() -> float | None:
+    """Cycles per second of torch.cuda._sleep on the current device, None where torch lacks
+    it. The spin counts cycles and the clock changes with load (an idle H200 runs at 345 MHz,
+    a busy one near 1980), so this is measured in every call, after the warm-up."""
+    if not hasattr(torch.cuda, "_sleep"):
+        return None
+    torch.cuda._sleep(1000)  # the first launch may load the kernel; keep it untimed
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(_SPIN_CALIBRATION_CYCLES)
+    end.record()
+    end.synchronize()
+    return _SPIN_CALIBRATION_CYCLES / (start.elapsed_time(end) / 1e3)
+
+
+def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, repeats: int,
+               max_time_s: float, flush_l2: bool) -> Timing:
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    # Events record on the current stream of the current device; make that `device`.
+    with torch.cuda.device(index):
+        buf = _flush_buffer(index) if flush_l2 else None
+        rate = None  # spin cycles per second, once warm
+
+        def sample(spacer_s: float):
+            pre, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+            t0 = time.perf_counter()
+            pre.record()
+            # Flush and spacer lie outside start..end: only fn() is timed.
+            if buf is not None:
+                buf.zero_()
+            if rate and spacer_s > 0:
+                torch.cuda._sleep(int(spacer_s * rate))
+            start.record()
+            fn()
+            end.record()
+            return (pre, start, end), time.perf_counter() - t0
+
+        warm = [sample(0.0) for _ in range(warmup)]
+        torch.cuda.synchronize(index)
+        events = []
+        began = time.perf_counter()
+        if not warm:
+            # Nothing to learn from: the first sample, kept, is the estimate.
+            first = sample(0.0)
+            torch.cuda.synchronize(index)
+            events.append(first[0])
+            warm = [first]
+        rate = _spin_rate()
+
+        # The last warm-up call is the estimate: the first may include compilation or
+        # autotuning. The host runs ahead of the GPU, so a host clock cannot size the budget.
+        (pre, start, end), host_s = warm[-1]
+        # Without the spacer the GPU idles while the host launches fn(), and the events
+        # would time launch overhead (seen on an H200: 23 us for a 4.5 us kernel unflushed).
+        spacer_s = min(max(2 * host_s, _MIN_SPACER_S), _MAX_SPACER_S)
+        iter_s = pre.elapsed_time(end) / 1e3 + spacer_s
+        call_s = start.elapsed_time(end) / 1e3
+        planned = repeats
+        if iter_s * repeats > max_time_s:
+            planned = max(_min_samples(repeats, call_s, max_time_s),
+                          min(repeats, math.floor(max_time_s / iter_s)))
+
+        while len(events) < planned:
+            events.append(sample(spacer_s)[0])
+            # Backstop for a host-bound fn: the samples take at least as long as the host
+            # took to enqueue them.
+            if time.perf_counter() - began > max_time_s and len(events) >= MIN_SAMPLES:
+                break
+        torch.cuda.synchronize(index)
+        samples = tuple(start.elapsed_time(end) / 1e3 for _, start, end in events)
+    return Timing(method="cuda_events", samples_s=samples, warmup=warmup,
+                  l2_flush=buf is not None)
+
+
+def time_call(fn: Callable[[], object], device: torch.device | str, *, warmup: int = 3,
+              repeats: int = 20, max_time_s: float = 2.0, flush_l2: bool = True) -> Timing:
+    """Time `fn()` on `device`: `warmup` untimed calls, then up to `repeats` timed ones,
+    fewer once the samples have taken more than `max_time_s` (but at least 3, or 1 when a
+    single call overruns the budget). Every sample is kept. That `fn` does real work
+    (no all-zero inputs, no skipped kernels) is the caller's job."""
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if not max_time_s > 0:
+        raise ValueError(f"max_time_s must be > 0, got {max_time_s}")
+    device = torch.device(device)
+    if device.type == "cpu":
+        return _time_cpu(fn, warmup, repeats, max_time_s)
+    if device.type == "cuda":
+        return _time_cuda(fn, device, warmup, repeats, max_time_s, flush_l2)
+    raise ValueError(f"cannot time on device type {device.type!r}; expected cpu or cuda")

@@ -1,0 +1,198 @@
+"""Verdicts: error metrics per output, the pass rule, unwritten outputs, modified inputs,
+and the determinism classifier.
+
+Every check returns a record with a reason; nothing here turns an exception into a bare
+False (tritonbench's wart). Metrics are computed in float64 on the golden's device.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass
+from typing import Mapping, Optional, Sequence
+
+import torch
+
+from suite import tolerances
+from suite.inputs import is_poison
+from suite.opspec import OutputSpec
+
+
+class Verdict(enum.Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    ERROR = "error"  # the implementation raised
+    UNSUPPORTED = "unsupported"  # outside the implementation's declared features
+
+
+class FailureKind(enum.Enum):
+    MISMATCH = "mismatch"
+    UNWRITTEN = "unwritten output"
+    NONFINITE = "non-finite output"
+    INPUT_MODIFIED = "input modified"
+    NONDETERMINISTIC = "nondeterministic"
+    EXCEPTION = "exception"
+
+
+class Determinism(enum.Enum):
+    """Over R calls on the same inputs (tritonbench's DeterminismResult)."""
+
+    BITWISE = "bitwise"  # every repeat bit-for-bit equal to the first
+    NONDETERMINISTIC = "nondeterministic"  # repeats differ, each within tolerance
+    FAIL = "fail"  # some repeat differs beyond tolerance (or is unwritten / not finite)
+    NOT_CHECKED = "not_checked"
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    name: str
+    tol_class: str
+    numel: int
+    scale: float  # max |golden|, the normalizer
+    err: float  # max |impl - golden| / scale: what the rule compares
+    ref_err: float  # the same for the yardstick implementation
+    allowed: float
+    max_abs: float
+    max_rel: float  # max |impl - golden| / max(|golden|, 1e-3 * scale)
+    rel_l2: float  # ||impl - golden|| / ||golden||
+    n_bad: int  # elements whose error exceeds allowed * scale
+    n_nonfinite: int
+    n_unwritten: int
+    worst_index: str  # index of the largest error, e.g. "[1, 17, 63]"
+    failure: Optional[FailureKind]
+    message: str
+
+    def as_row(self) -> dict:
+        d = asdict(self)
+        d.pop("failure")
+        d.pop("message")
+        return d
+
+
+def _index(flat: int, shape) -> str:
+    idx = []
+    for s in reversed(shape):
+        idx.append(flat % s if s else 0)
+        flat //= s if s else 1
+    return "[" + ", ".join(map(str, reversed(idx))) + "]"
+
+
+def normalized_error(actual: torch.Tensor, golden: torch.Tensor) -> float:
+    """max |actual - golden| / max |golden|; inf if any element is not finite."""
+    a = actual.to(device=golden.device, dtype=torch.float64)
+    scale = golden.abs().max().item() if golden.numel() else 0.0
+    scale = scale if scale > 0 else 1.0
+    diff = (a - golden).abs()
+    if not torch.isfinite(diff).all():
+        return float("inf")
+    return diff.max().item() / scale if diff.numel() else 0.0
+
+
+def check_output(spec: OutputSpec, actual: torch.Tensor, golden: torch.Tensor,
+                 ref_err: float, case_dtype: torch.dtype) -> OutputCheck:
+    name = spec.name
+    numel = golden.numel()
+    if tuple(actual.shape) != tuple(golden.shape):
+        raise AssertionError(f"{name}: shape {tuple(actual.shape)} but golden has "
+                             f"{tuple(golden.shape)}")
+    n_unwritten = int(is_poison(actual).sum())
+    a = actual.to(device=golden.device, dtype=torch.float64)
+    scale = golden.abs().max().item() if numel else 0.0
+    scale = scale if scale > 0 else 1.0
+    diff = (a - golden).abs()
+    finite = torch.isfinite(a)
+    n_nonfinite = int((~finite).sum()) - n_unwritten
+    diff = torch.where(finite, diff, torch.full_like(diff, float("inf")))
+    allowed = tolerances.allowed_error(spec.tol_class, actual.dtype, case_dtype, ref_err)
+    if numel:
+        flat = int(diff.argmax())
+        max_abs = diff.reshape(-1)[flat].item()
+        max_rel = (diff / golden.abs().clamp_min(1e-3 * scale)).max().item()
+        gnorm = golden.norm().item()
+        rel_l2 = (torch.where(finite, a - golden, torch.zeros_like(a)).norm().item()
+                  / (gnorm if gnorm > 0 else 1.0))
+        worst = _index(flat, golden.shape)
+    else:
+        max_abs = max_rel = rel_l2 = 0.0
+        worst = "[]"
+    err = max_abs / scale
+    n_bad = int((diff > allowed * scale).sum())
+
+    failure, message = None, ""
+    if n_unwritten:
+        first = _index(int(is_poison(actual).reshape(-1).nonzero()[0]), golden.shape)
+        failure = FailureKind.UNWRITTEN
+        message = (f"unwritten output {name}: {n_unwritten} of {numel} elements still hold "
+                   f"the poison NaN (first at {first}): never written, or accumulated into "
+                   f"without being set")
+    elif n_nonfinite:
+        failure = FailureKind.NONFINITE
+        message = f"{name}: {n_nonfinite} of {numel} elements are NaN or inf (first at {worst})"
+    elif err > allowed:
+        failure = FailureKind.MISMATCH
+        message = (f"{name} mismatch: error {err:.3g} of max|golden| {scale:.3g} at {worst} "
+                   f"> allowed {allowed:.3g} ({tolerances.describe(spec.tol_class, case_dtype)},"
+                   f" yardstick {ref_err:.3g}); {n_bad} of {numel} elements beyond")
+    return OutputCheck(name=name, tol_class=spec.tol_class.value, numel=numel, scale=scale,
+                       err=err, ref_err=ref_err, allowed=allowed, max_abs=max_abs,
+                       max_rel=max_rel, rel_l2=rel_l2, n_bad=n_bad, n_nonfinite=n_nonfinite,
+                       n_unwritten=n_unwritten, worst_index=worst, failure=failure,
+                       message=message)
+
+
+def snapshot(tensors: Mapping[str, Optional[torch.Tensor]]) -> dict:
+    return {k: v.clone() for k, v in tensors.items() if isinstance(v, torch.Tensor)}
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    if t.is_floating_point():
+        return t.contiguous().view({1: torch.int8, 2: torch.int16, 4: torch.int32,
+                                    8: torch.int64}[t.element_size()])
+    return t
+
+
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(_bits(a), _bits(b))
+
+
+def modified_inputs(before: Mapping[str, torch.Tensor],
+                    tensors: Mapping[str, Optional[torch.Tensor]]) -> list[str]:
+    """Names of the input tensors whose bits changed since `before` was taken."""
+    return [k for k, v in before.items() if not bitwise_equal(v, tensors[k])]
+
+
+@dataclass(frozen=True)
+class DeterminismCheck:
+    result: Determinism
+    repeats: int
+    spread: float  # largest normalized difference between a repeat and the first call
+    message: str
+
+
+def classify_determinism(first: Mapping[str, torch.Tensor],
+                         repeats: Sequence[Mapping[str, torch.Tensor]],
+                         golden: Mapping[str, torch.Tensor],
+                         allowed: Mapping[str, float]) -> DeterminismCheck:
+    """Compare each repeat with the first call: bitwise, within tolerance, or fail."""
+    n = 1 + len(repeats)
+    if not repeats:
+        return DeterminismCheck(Determinism.NOT_CHECKED, n, 0.0, "")
+    spread, worst, beyond, differs = 0.0, "", [], False
+    for r in repeats:
+        for name, t in r.items():
+            if bitwise_equal(t, first[name]):
+                continue
+            differs = True
+            d = normalized_error(t, first[name].to(torch.float64))
+            if d >= spread:
+                spread, worst = d, name
+            if normalized_error(t, golden[name]) > allowed[name]:
+                beyond.append(name)
+    if not differs:
+        return DeterminismCheck(Determinism.BITWISE, n, 0.0, "")
+    if beyond:
+        return DeterminismCheck(Determinism.FAIL, n, spread,
+                                f"repeats differ beyond tolerance in {sorted(set(beyond))}")
+    return DeterminismCheck(Determinism.NONDETERMINISTIC, n, spread,
+                            f"{worst} differs between repeats by up to {spread:.3g} "
+                            f"of max|value| (within tolerance)")

@@ -1,0 +1,102 @@
+"""The parquet store: round trip, schema as documented in the README, version checks,
+atomic incremental writes."""
+
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from suite import registry, results
+from suite.errors import SuiteInputError
+from suite.roofline import Ceilings
+from suite.runner import RunOptions, run_case
+from tests.test_verdicts import make_case
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+CEIL = Ceilings(device_name="cpu", copy_gbps=10.0, copy_source="test", peak_tflops=None)
+
+
+@pytest.fixture(scope="module")
+def rows():
+    spec = registry.op("causal_conv1d")
+    impls = registry.select_implementations("causal_conv1d", ["torch_ref", "torch_tiled"])
+    opts = RunOptions(device=torch.device("cpu"), golden_device=torch.device("cpu"),
+                      repeats=2, timing=True, warmup=1, samples=5, max_time_s=0.5)
+    env = results.environment("cpu", "test")
+    return list(run_case(spec, make_case(), impls, opts, env, CEIL))
+
+
+def test_round_trip_keeps_every_value(rows, tmp_path):
+    path = tmp_path / "run.parquet"
+    with results.ResultsWriter(path) as w:
+        for r in rows:
+            w.append(r)
+    df = results.read_results([path])
+    assert len(df) == len(rows)
+    for r, (_, back) in zip(rows, df.iterrows()):
+        for col in ("case_id", "impl", "verdict", "determinism", "bytes", "params_json",
+                    "time_median_s", "gbps", "git_commit", "device"):
+            assert back[col] == r[col], col
+        assert list(back["time_samples_s"]) == r["time_samples_s"]
+        assert len(r["time_samples_s"]) >= 3
+        assert [o["name"] for o in back["outputs"]] == [o["name"] for o in r["outputs"]]
+        assert [o["err"] for o in back["outputs"]] == [o["err"] for o in r["outputs"]]
+        assert back["gbps"] == pytest.approx(r["bytes"] / r["time_median_s"] / 1e9)
+
+
+def test_readme_documents_the_schema():
+    text = README.read_text()
+    section = text.split("## Results schema", 1)[1].split("\n## ", 1)[0]
+    documented = re.findall(r"^\| `(\w+)` \| `([^`]+)` \|", section, flags=re.M)
+    assert documented, "README has no schema table"
+    assert [n for n, _ in documented] == results.SCHEMA.names
+    for name, typ in documented:
+        assert typ == str(results.SCHEMA.field(name).type).split("<")[0], name
+    assert f"version {results.SCHEMA_VERSION}" in section
+
+
+def test_rows_must_match_the_schema(rows, tmp_path):
+    w = results.ResultsWriter(tmp_path / "x.parquet")
+    with pytest.raises(ValueError, match="missing"):
+        w.append({k: v for k, v in rows[0].items() if k != "verdict"})
+    with pytest.raises(ValueError, match="unknown"):
+        w.append(dict(rows[0], surprise=1))
+
+
+def test_file_is_valid_after_every_flush_and_no_temporary_is_left(rows, tmp_path):
+    path = tmp_path / "run.parquet"
+    w = results.ResultsWriter(path, flush_every_s=0.0)
+    for i, r in enumerate(rows, 1):
+        w.append(r)
+        assert len(results.read_results([path])) == i
+    assert [p.name for p in tmp_path.iterdir()] == ["run.parquet"]
+
+
+def test_other_schema_version_is_refused(rows, tmp_path):
+    table = pa.Table.from_pylist(rows, schema=results.SCHEMA)
+    table = table.replace_schema_metadata({b"bwd_suite_schema_version": b"99"})
+    pq.write_table(table, tmp_path / "new.parquet")
+    with pytest.raises(SuiteInputError, match="schema version 99"):
+        results.read_results([tmp_path / "new.parquet"])
+
+
+def test_unreadable_and_missing_results_are_one_line_errors(tmp_path):
+    bad = tmp_path / "bad.parquet"
+    bad.write_text("not parquet")
+    with pytest.raises(SuiteInputError, match="bad.parquet: not a readable parquet"):
+        results.read_results([bad])
+    with pytest.raises(SuiteInputError, match="no such results"):
+        results.read_results([tmp_path / "absent.parquet"])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SuiteInputError, match="holds no .parquet"):
+        results.read_results([empty])
+
+
+def test_environment_is_captured(rows):
+    r = rows[0]
+    assert r["torch_version"] == torch.__version__
+    assert r["device"] == "cpu" and r["run_id"] and r["python_version"]

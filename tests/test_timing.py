@@ -1,0 +1,164 @@
+import time
+
+import pytest
+import torch
+
+from suite import timing
+from suite.timing import Timing, quantile, time_call
+
+
+def _sleeper(seconds):
+    return lambda: time.sleep(seconds)
+
+
+def test_quantile_matches_numpy_linear():
+    values = [1.0, 2.0, 4.0, 8.0]
+    # numpy.percentile(values, [0, 25, 50, 75, 100]) with the default linear method.
+    assert [quantile(values, q) for q in (0, 0.25, 0.5, 0.75, 1)] == [1.0, 1.75, 3.0, 5.0, 8.0]
+    assert quantile([7.0], 0.3) == 7.0
+    with pytest.raises(ValueError):
+        quantile([], 0.5)
+
+
+def test_stats_on_known_samples():
+    t = Timing("perf_counter", tuple(float(i) for i in range(1, 10)), 0, False)
+    assert t.median_s == 5.0
+    assert t.iqr_s == 4.0
+    assert t.min_s == 1.0
+
+
+def test_median_is_not_the_mean_and_order_is_kept():
+    samples = (5.0, 1.0, 100.0, 2.0, 3.0)
+    t = Timing("perf_counter", samples, 0, False)
+    assert t.median_s == 3.0  # the mean would be 22.2
+    assert t.samples_s == samples  # order measured, outlier kept
+
+
+def test_noisy_flag():
+    assert not Timing("perf_counter", (1.0, 1.0, 1.0, 1.05, 1.05), 0, False).noisy
+    assert Timing("perf_counter", (1.0, 1.0, 1.5, 2.0, 2.0), 0, False).noisy
+    assert not Timing("perf_counter", (0.0, 0.0, 0.0), 0, False).noisy  # no division by zero
+
+
+def test_timing_needs_samples():
+    with pytest.raises(ValueError):
+        Timing("perf_counter", (), 0, False)
+
+
+def test_cpu_sleep_median_and_sample_count():
+    t = time_call(_sleeper(0.002), "cpu", warmup=1, repeats=10, max_time_s=5.0)
+    assert t.method == "perf_counter"
+    assert t.warmup == 1 and t.l2_flush is False
+    assert len(t.samples_s) == 10
+    assert 0.0019 <= t.median_s < 0.05
+    assert t.min_s <= t.median_s
+
+
+def test_cpu_warmup_calls_are_not_timed():
+    calls = []
+    t = time_call(lambda: calls.append(1), torch.device("cpu"), warmup=4, repeats=6)
+    assert len(calls) == 10
+    assert len(t.samples_s) == 6
+
+
+def test_cpu_keeps_every_sample_including_outliers():
+    durations = iter([0.0, 0.0, 0.001, 0.001, 0.001, 0.03, 0.001])  # 2 warm-up, 5 timed
+    t = time_call(lambda: time.sleep(next(durations)), "cpu", warmup=2, repeats=5,
+                  max_time_s=5.0)
+    assert len(t.samples_s) == 5
+    assert max(t.samples_s) >= 0.03 and t.samples_s.index(max(t.samples_s)) == 3
+    assert t.median_s < 0.01  # the median, not the mean (~0.007 + overhead)
+
+
+def test_max_time_limits_samples():
+    t = time_call(_sleeper(0.005), "cpu", warmup=0, repeats=1000, max_time_s=0.05)
+    assert 3 <= len(t.samples_s) < 30
+
+
+def test_max_time_keeps_three_samples():
+    # Each call fits the budget, two already overrun it: a third is still taken.
+    t = time_call(_sleeper(0.01), "cpu", warmup=0, repeats=10, max_time_s=0.025)
+    assert len(t.samples_s) == 3
+
+
+def test_one_sample_when_a_call_overruns_the_budget():
+    t = time_call(_sleeper(0.03), "cpu", warmup=0, repeats=10, max_time_s=0.01)
+    assert len(t.samples_s) == 1
+
+
+def test_repeats_below_three_is_the_bound():
+    t = time_call(_sleeper(0.01), "cpu", warmup=0, repeats=2, max_time_s=0.015)
+    assert len(t.samples_s) == 2
+
+
+@pytest.mark.parametrize("kwargs", [dict(repeats=0), dict(warmup=-1), dict(max_time_s=0)])
+def test_bad_arguments(kwargs):
+    with pytest.raises(ValueError):
+        time_call(lambda: None, "cpu", **kwargs)
+
+
+def test_unknown_device_type():
+    with pytest.raises(ValueError, match="device type"):
+        time_call(lambda: None, "meta")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_events_time_the_kernel():
+    x = torch.randn(64 * 2**20, device="cuda")  # 256 MiB
+    y = torch.empty_like(x)
+    t = time_call(lambda: torch.mul(x, 2.0, out=y), "cuda", warmup=2, repeats=10)
+    assert t.method == "cuda_events" and t.l2_flush is True
+    assert len(t.samples_s) == 10
+    # 512 MiB read + written: a median under 512 MiB / 10 TB/s means fn() was not timed.
+    assert 512 * 2**20 / t.median_s < 10e12
+    assert 0 < t.median_s < 0.05
+    buf = timing._flush_buffers[torch.cuda.current_device()]
+    assert buf.numel() * buf.element_size() == timing.L2_FLUSH_BYTES
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_flush_buffer_is_cached_and_optional():
+    time_call(lambda: None, "cuda", warmup=0, repeats=3)
+    buf = timing._flush_buffers[torch.cuda.current_device()]
+    time_call(lambda: None, "cuda", warmup=0, repeats=3)
+    assert timing._flush_buffers[torch.cuda.current_device()] is buf
+    t = time_call(lambda: None, torch.device("cuda", torch.cuda.current_device()), warmup=1,
+                  repeats=3, flush_l2=False)
+    assert t.l2_flush is False
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_flush_makes_reads_cold():
+    # An 8 MiB read fits in L2: warm samples are faster than flushed ones.
+    x = torch.randn(2 * 2**20, device="cuda")
+    warm = time_call(lambda: x.sum(), "cuda", repeats=50, flush_l2=False)
+    cold = time_call(lambda: x.sum(), "cuda", repeats=50, flush_l2=True)
+    assert cold.median_s > warm.median_s
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_times_gpu_work_not_launch_gaps():
+    # 100 tiny kernels: launching them takes the host far longer than the GPU runs them.
+    x = torch.ones(1024, device="cuda")
+    fn = lambda: [x.add_(1.0) for _ in range(100)]  # noqa: E731
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(10):
+        fn()
+    host_s = (time.perf_counter() - t0) / 10
+    torch.cuda.synchronize()
+    for flush in (False, True):
+        t = time_call(fn, "cuda", flush_l2=flush)
+        assert t.median_s < 0.7 * host_s, (flush, t.median_s, host_s)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_max_time_limits_samples():
+    a = torch.randn(4096, 4096, device="cuda")
+    fn = lambda: [a @ a for _ in range(20)]  # noqa: E731  tens of ms
+    for warmup in (2, 0):  # without warm-up the first sample is the estimate
+        t0 = time.perf_counter()
+        t = time_call(fn, "cuda", warmup=warmup, repeats=1000, max_time_s=0.2)
+        assert 3 <= len(t.samples_s) < 1000
+        assert time.perf_counter() - t0 < 1.0 + 3 * t.median_s

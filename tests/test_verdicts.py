@@ -1,0 +1,228 @@
+"""Each verdict rule, shown on small deliberately wrong implementations of the real op."""
+
+from types import MappingProxyType
+
+import pytest
+import torch
+
+from kernels.causal_conv1d.torch_ref import torch_ref
+from suite import registry, tolerances
+from suite.cases import Case
+from suite.inputs import is_poison, poison_
+from suite.opspec import TolClass
+from suite.registry import Implementation
+from suite.roofline import Ceilings
+from suite.runner import CaseContext, RunOptions, run_case, run_item
+from suite.verdicts import Determinism, classify_determinism
+
+SPEC = registry.op("causal_conv1d")
+CPU = torch.device("cpu")
+CEIL = Ceilings(device_name="cpu", copy_gbps=None, copy_source="none", peak_tflops=None)
+
+
+def make_case(**overrides) -> Case:
+    params = dict(SPEC.params.defaults(), dim=16, seqlen=40, dtype="float32",
+                  initial_states=True, final_states=True, **overrides)
+    return Case(op="causal_conv1d", group="t", id="causal_conv1d/t/x", tags=frozenset({"ci"}),
+                params=MappingProxyType(params), seed=1234, file="<test>")
+
+
+def impl(fn, name="under_test", **kw) -> Implementation:
+    return Implementation(op="causal_conv1d", name=name, fn=fn, kind="external", **kw)
+
+
+def run(fn, case=None, repeats=2, **kw) -> dict:
+    case = case or make_case()
+    opts = RunOptions(device=CPU, golden_device=CPU, repeats=repeats, timing=False)
+    ctx = CaseContext(SPEC, case, opts)
+    return run_item(ctx, impl(fn, **kw), {}, CEIL, {})
+
+
+def correct(**kw):
+    torch_ref(**kw)
+
+
+def test_correct_implementation_passes():
+    row = run(correct)
+    assert row["verdict"] == "pass", row["reason"]
+    assert {o["name"] for o in row["outputs"]} == {"dx", "dweight", "dbias", "dinitial_states"}
+    assert all(o["err"] <= o["allowed"] for o in row["outputs"])
+
+
+def test_wrong_value_fails_with_location():
+    def wrong(out, **kw):
+        torch_ref(out=out, **kw)
+        out["dx"][1, 5, 17] += 0.5 * out["dx"].abs().max()
+
+    row = run(wrong)
+    assert row["verdict"] == "fail"
+    assert row["failure_kind"] == "mismatch"
+    assert "dx mismatch" in row["reason"] and "[1, 5, 17]" in row["reason"]
+    dx = next(o for o in row["outputs"] if o["name"] == "dx")
+    assert dx["n_bad"] == 1 and dx["worst_index"] == "[1, 5, 17]"
+
+
+def test_small_reduction_error_fails():
+    """dweight off by 1% of its largest element fails although dx is right."""
+    def off(out, **kw):
+        torch_ref(out=out, **kw)
+        out["dweight"][3, 0] += 0.01 * out["dweight"].abs().max()
+
+    row = run(off)
+    assert row["verdict"] == "fail" and "dweight mismatch" in row["reason"]
+
+
+def test_computed_nan_fails_as_nonfinite():
+    def nan(out, **kw):
+        torch_ref(out=out, **kw)
+        out["dbias"][2] = float("nan")
+
+    row = run(nan)
+    assert row["verdict"] == "fail"
+    assert row["failure_kind"] == "non-finite output"
+    assert "dbias" in row["reason"]
+
+
+def test_unwritten_element_fails_as_unwritten_output():
+    def lazy(out, **kw):
+        full = {k: torch.empty_like(v) for k, v in out.items()}
+        torch_ref(out=full, **kw)
+        for k, v in out.items():
+            if k == "dx":
+                v[..., :-1].copy_(full[k][..., :-1])  # the last time step is never written
+            else:
+                v.copy_(full[k])
+
+    row = run(lazy)
+    assert row["verdict"] == "fail"
+    assert row["failure_kind"] == "unwritten output"
+    assert "unwritten output dx" in row["reason"]
+    dx = next(o for o in row["outputs"] if o["name"] == "dx")
+    assert dx["n_unwritten"] == 2 * 16  # batch x dim elements of the last step
+
+
+def test_accumulating_into_unset_output_is_caught():
+    def accumulates(out, **kw):
+        full = {k: torch.empty_like(v) for k, v in out.items()}
+        torch_ref(out=full, **kw)
+        for k, v in out.items():
+            v.add_(full[k])  # assumes zeros
+
+    row = run(accumulates)
+    assert row["verdict"] == "fail"
+    assert row["failure_kind"] in ("unwritten output", "non-finite output")
+
+
+def test_writing_into_an_input_fails_and_later_items_see_clean_inputs():
+    def scribbles(x, out, **kw):
+        torch_ref(x=x, out=out, **kw)
+        x.mul_(2)
+
+    case = make_case()
+    opts = RunOptions(device=CPU, golden_device=CPU, repeats=1, timing=False)
+    rows = list(run_case(SPEC, case, [impl(scribbles, "scribbles"), impl(correct, "clean")],
+                         opts, {}, CEIL))
+    assert rows[0]["verdict"] == "fail"
+    assert rows[0]["failure_kind"] == "input modified"
+    assert "['x']" in rows[0]["reason"]
+    assert rows[1]["verdict"] == "pass", rows[1]["reason"]
+
+
+def test_raising_implementation_is_an_error_and_the_run_goes_on():
+    def boom(**kw):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    case = make_case()
+    opts = RunOptions(device=CPU, golden_device=CPU, repeats=1, timing=False)
+    rows = list(run_case(SPEC, case, [impl(boom, "boom"), impl(correct, "ok")], opts, {}, CEIL))
+    assert rows[0]["verdict"] == "error"
+    assert "RuntimeError: CUDA error: an illegal memory access" in rows[0]["reason"]
+    assert rows[1]["verdict"] == "pass"
+
+
+def test_unsupported_feature_is_recorded_not_run():
+    calls = []
+
+    def never(**kw):
+        calls.append(1)
+
+    row = run(never, supports=lambda p: "width > 4" if p["width"] > 4 else None,
+              case=make_case(width=5))
+    assert row["verdict"] == "unsupported" and row["reason"] == "width > 4"
+    assert not calls
+
+
+def test_gpu_only_implementation_is_unsupported_on_cpu():
+    row = run(correct, devices=("cuda",))
+    assert row["verdict"] == "unsupported" and "cuda" in row["reason"]
+
+
+def _noisy(scale):
+    def fn(out, **kw):
+        torch_ref(out=out, **kw)
+        out["dweight"].add_(torch.randn_like(out["dweight"]) * scale
+                            * out["dweight"].abs().max())
+    return fn
+
+
+def test_determinism_bitwise_for_a_deterministic_implementation():
+    row = run(correct, repeats=4)
+    assert row["determinism"] == "bitwise" and row["det_repeats"] == 4
+
+
+def test_determinism_nondeterministic_within_tolerance():
+    row = run(_noisy(1e-7), repeats=3, deterministic=False)
+    assert row["determinism"] == "nondeterministic"
+    assert 0 < row["det_spread"] < 1e-5
+    assert row["verdict"] == "pass"
+
+
+def test_claimed_determinism_must_be_bitwise():
+    row = run(_noisy(1e-7), repeats=3, deterministic=True)
+    assert row["determinism"] == "nondeterministic"
+    assert row["verdict"] == "fail" and row["failure_kind"] == "nondeterministic"
+    assert "claims bitwise" in row["reason"]
+
+
+def test_determinism_fail_beyond_tolerance():
+    row = run(_noisy(1e-1), repeats=3, deterministic=False)
+    assert row["determinism"] == "fail"
+    assert row["verdict"] == "fail"
+
+
+def test_classifier_on_synthetic_repeats():
+    g = {"a": torch.linspace(-1, 1, 100, dtype=torch.float64)}
+    first = {"a": g["a"].float()}
+    same = {"a": first["a"].clone()}
+    near = {"a": first["a"] + 1e-7}
+    far = {"a": first["a"] + 0.5}
+    allowed = {"a": 1e-5}
+    assert classify_determinism(first, [same, same], g, allowed).result is Determinism.BITWISE
+    r = classify_determinism(first, [same, near], g, allowed)
+    assert r.result is Determinism.NONDETERMINISTIC and r.spread == pytest.approx(1e-7, rel=0.5)
+    assert classify_determinism(first, [far], g, allowed).result is Determinism.FAIL
+    assert classify_determinism(first, [], g, allowed).result is Determinism.NOT_CHECKED
+    # -0.0 and 0.0 compare equal as numbers but are different bits
+    z = {"a": torch.zeros(3)}
+    nz = {"a": -torch.zeros(3)}
+    r = classify_determinism(z, [nz], {"a": torch.zeros(3, dtype=torch.float64)}, {"a": 0.0})
+    assert r.result is Determinism.NONDETERMINISTIC
+
+
+def test_tolerance_rule_is_k_times_yardstick_plus_floor_under_ceiling():
+    eps32 = torch.finfo(torch.float32).eps
+    t = tolerances.TOLERANCES[TolClass.ELEMENTWISE]
+    assert tolerances.allowed_error(TolClass.ELEMENTWISE, torch.float32, torch.float32, 1e-6) \
+        == pytest.approx(t.k * 1e-6 + t.floor_ulps * eps32)
+    assert tolerances.allowed_error(TolClass.ELEMENTWISE, torch.bfloat16, torch.bfloat16, 1.0) \
+        == tolerances.CEILINGS[torch.bfloat16]
+    for cls, tol in tolerances.TOLERANCES.items():
+        assert tol.reason, cls
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+def test_poison_is_a_nan_that_computation_does_not_produce(dtype):
+    t = poison_(torch.empty(4, 3, dtype=dtype).t())
+    assert torch.isnan(t).all() and is_poison(t).all()
+    assert not is_poison(torch.full((3,), float("nan"), dtype=dtype)).any()
+    assert not is_poison(torch.zeros(3, dtype=dtype) / 0 * 0).any()
