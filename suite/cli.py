@@ -156,7 +156,8 @@ def cmd_list(args) -> int:
         status = impl.unsupported_reason({}, dev.type) if not impl.enabled or \
             dev.type not in impl.devices else None
         state = f"unavailable: {status}" if status else "available"
-        print(f"  {impl.op + "/" + impl.name:<46} {impl.kind:<10} {','.join(impl.devices):<9} "
+        label = f"{impl.op}/{impl.name}"
+        print(f"  {label:<46} {impl.kind:<10} {','.join(impl.devices):<9} "
               f"{state}  {impl.doc}")
     if args.ids:
         profile = args.profile or ("gpu" if dev.type == "cuda" else "smoke")
