@@ -45,20 +45,14 @@ def randn(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator,
     order = list(order) if order is not None else list(range(len(shape)))
     phys = [shape[d] for d in order]
     phys_alloc = phys[:-1] + [phys[-1] + pad_last]
-    base = torch.randn(phys_alloc, generator=gen, dtype=torch.float32) * scale
-    base = base.to(dtype)
+    base = (torch.randn(phys_alloc, generator=gen, dtype=torch.float32) * scale).to(dtype)
+    # move the dense buffer first: `.to(device)` of a slice or permutation would make it
+    # dense again and lose the layout under test
+    base = base.to(device)
     if pad_last:
         base = base[..., pad_last // 2: pad_last // 2 + phys[-1]]
     inverse = [order.index(d) for d in range(len(shape))]
-    return base.permute(inverse).to(device)
-
-
-def moved(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """`t` on `device` with its strides kept (`.to` keeps dense layouts; slices of a wider
-    buffer need the buffer moved)."""
-    if t.device == torch.device(device):
-        return t
-    return t.to(device)
+    return base.permute(inverse)
 
 
 def empty_like_layout(t: torch.Tensor, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
