@@ -33,6 +33,10 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    if hasattr(config, "workerinput") and not torch.cuda.is_available():
+        # one xdist worker per core: intra-op threads would oversubscribe the CPU, and
+        # small float64 depthwise convolutions run many times slower with them
+        torch.set_num_threads(1)
     config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped on a CPU")
     config.addinivalue_line("markers", "conformance(op): an item generated from a case file")
 

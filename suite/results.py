@@ -64,6 +64,9 @@ SCHEMA = pa.schema([
 
 
 def _git_commit() -> str:
+    """Short commit of this checkout; BWD_SUITE_COMMIT where the tree travels without .git."""
+    if os.environ.get("BWD_SUITE_COMMIT"):
+        return os.environ["BWD_SUITE_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True,
                              text=True, timeout=5, cwd=Path(__file__).resolve().parents[1])

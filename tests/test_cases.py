@@ -72,7 +72,7 @@ def test_unknown_op(tmp_path):
 
 def test_file_seed_must_be_an_integer(tmp_path):
     p = write(tmp_path, HEAD + "seed = true\n" + sweep())
-    load_error(p, 'key "seed"', "expected an integer")
+    load_error(p, 'key "seed"', "integer", "True")
 
 
 def test_file_with_no_cases(tmp_path):
@@ -119,8 +119,8 @@ def test_defaults_value_is_type_checked(tmp_path):
     ('width = "4"\n', "width", "expected an integer, got '4'"),
     ("bias = 1\n", "bias", "expected true or false, got 1"),
     ("seqlen = true\n", "seqlen", "expected an integer, got True"),
-    ("x_scale = \"big\"\n", "x_scale", "expected a number"),
-    ("x_scale = true\n", "x_scale", "expected a number"),
+    ("x_scale = \"big\"\n", "x_scale", "number, got 'big'"),
+    ("x_scale = true\n", "x_scale", "number, got True"),
     ("dtype = 16\n", "dtype", "expected a string"),
     ("chunks = [1, true]\n", "chunks", "expected a list of integers"),
     ("chunks = [[1], 2]\n", "chunks", "expected a list of integers"),
@@ -292,7 +292,9 @@ def test_non_default_tokens_show_in_the_id(tmp_path):
         'final_states = true\ndfinal_layout = "expanded"\ndout_layout = "sliced"\n',
         name="all"))
     (case,) = load_file(p)
-    assert case.id == ("causal_conv1d/all/B1-D8-L32-K3-fp16-wmatch-cf-xslice-xs4-nobias-"
+    xs = SPEC.params.by_name["x_scale"].token(4.0)  # "xs4.0" today ("xs4" earlier)
+    assert xs.startswith("xs4")
+    assert case.id == (f"causal_conv1d/all/B1-D8-L32-K3-fp16-wmatch-cf-xslice-{xs}-nobias-"
                        "pack-mid_tile-T16-final-dF-expanded-dout-sliced")
 
 
@@ -487,57 +489,55 @@ def test_repository_case_files_load_with_unique_valid_ids():
         assert c.tags and c.tags <= set(PROFILES), c.id
 
 
-# ------------------------------------------------------------------ known loader gaps
-# Each is a bad case file that should be refused with a SuiteInputError naming the file
-# and key, but is not today (see the report). strict: a fix turns these into XPASS
-# failures, so the mark is removed then.
+# ------------------------------------------------------------------ more malformed input
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="suite/cases.py:187 calls entry.get on a non-table [[sweep]] entry")
 def test_sweep_entries_must_be_tables(tmp_path):
     p = write(tmp_path, HEAD + "sweep = [1, 2]\n")
-    load_error(p, 'key "sweep"')
+    load_error(p, 'key "sweep"', "[[sweep]]")
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="suite/cases.py:188 hashes the name before _expand_entry checks it")
 def test_name_must_be_a_string(tmp_path):
     p = write(tmp_path, HEAD + '[[sweep]]\nname = ["a"]\ntags = ["smoke"]\n')
-    load_error(p, 'key "name"')
+    load_error(p, 'key "name"', "name")
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="suite/cases.py:130/143: a sweep's own seed is never type-checked")
-def test_entry_seed_must_be_an_integer(tmp_path):
-    p = write(tmp_path, HEAD + sweep('seed = "x"\n', name="sd"))
-    load_error(p, 'sweep "sd"', 'key "seed"')
+@pytest.mark.parametrize("value", ['"x"', "true", "-5", "1.5"])
+def test_entry_seed_must_be_a_non_negative_integer(tmp_path, value):
+    p = write(tmp_path, HEAD + sweep(f"seed = {value}\n", name="sd"))
+    load_error(p, 'sweep "sd"', 'key "seed"', "integer")
 
 
-@pytest.mark.xfail(strict=True, reason="suite/cases.py:130: seed = true is taken as seed 1")
-def test_entry_seed_true_is_refused(tmp_path):
-    p = write(tmp_path, HEAD + sweep("seed = true\n", name="sd"))
-    load_error(p, 'sweep "sd"', 'key "seed"')
+def test_file_seed_must_be_non_negative(tmp_path):
+    p = write(tmp_path, HEAD + "seed = -1\n" + sweep())
+    load_error(p, 'key "seed"', "-1")
 
 
-@pytest.mark.xfail(strict=True, reason="suite/params.py:59: nan < minimum is False, so "
-                                       "x_scale = nan (and inf) pass validation")
-def test_x_scale_nan_is_refused(tmp_path):
-    p = write(tmp_path, HEAD + sweep("x_scale = nan\n", name="xs"))
-    load_error(p, 'sweep "xs"', 'key "x_scale"')
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_x_scale_must_be_finite(tmp_path, value):
+    p = write(tmp_path, HEAD + sweep(f"x_scale = {value}\n", name="xs"))
+    load_error(p, 'sweep "xs"', 'key "x_scale"', value)
 
 
-@pytest.mark.xfail(strict=True, reason="suite/cases.py:124: exclude values are not "
-                                       "validated, so a mistyped value silently excludes "
-                                       "nothing")
 def test_exclude_value_of_the_wrong_type_is_refused(tmp_path):
+    # a mistyped value would otherwise silently exclude nothing
     p = write(tmp_path, HEAD + sweep('width = [2, 3]\nexclude = [{width = "2"}]\n', name="ex"))
-    load_error(p, 'sweep "ex"', 'key "exclude"')
+    load_error(p, 'sweep "ex"', 'key "exclude"', "expected an integer")
 
 
-@pytest.mark.xfail(strict=True, reason="ops/causal_conv1d.py:46 formats x_scale with :g "
-                                       "(6 digits), so distinct values share one id and "
-                                       "load_file returns duplicate ids")
-def test_distinct_values_in_one_sweep_get_distinct_ids(tmp_path):
-    p = write(tmp_path, HEAD + sweep("x_scale = [2.0000001, 2.0000002]\n"))
+def test_exclude_value_outside_choices_is_refused(tmp_path):
+    p = write(tmp_path, HEAD + sweep('dtype = ["float32", "bfloat16"]\n'
+                                     'exclude = [{dtype = "bf16"}]\n', name="ex"))
+    load_error(p, 'sweep "ex"', 'key "exclude"', "'bf16' is not one of")
+
+
+@pytest.mark.parametrize("body", ["width = [2, 2]\n", "x_scale = [2, 2.0]\n"],
+                         ids=["repeated-int", "int-and-float"])
+def test_one_sweep_cannot_produce_the_same_id_twice(tmp_path, body):
+    p = write(tmp_path, HEAD + sweep(body, name="dup"))
+    load_error(p, 'sweep "dup"', "share the id", f"{OP}/dup/")
+
+
+def test_distinct_float_values_get_distinct_ids(tmp_path):
+    p = write(tmp_path, HEAD + sweep("x_scale = [2.0000001, 2.0000002, 0.5]\n"))
     ids = [c.id for c in load_file(p)]
-    assert len(set(ids)) == len(ids), ids
+    assert len(set(ids)) == 3, ids
