@@ -78,3 +78,9 @@ def is_poison(t: torch.Tensor) -> torch.Tensor:
     """Boolean mask of elements that still hold the poison bit pattern."""
     int_dtype, bits = _poison_value(t.dtype)
     return t.view(int_dtype) == bits
+
+
+def perturbed(t: torch.Tensor, rel: float, gen: torch.Generator) -> torch.Tensor:
+    """t * (1 + rel * u), u uniform in [-1, 1]: one rounding's worth of noise."""
+    u = torch.rand(t.shape, generator=gen, dtype=torch.float64).to(t.device) * 2 - 1
+    return t * (1 + rel * u)

@@ -29,7 +29,7 @@ SCHEMA_VERSION = 1
 OUTPUT_STRUCT = pa.struct([
     ("name", pa.string()), ("tol_class", pa.string()), ("numel", pa.int64()),
     ("scale", pa.float64()), ("err", pa.float64()), ("ref_err", pa.float64()),
-    ("allowed", pa.float64()), ("max_abs", pa.float64()), ("max_rel", pa.float64()),
+    ("cond_err", pa.float64()), ("allowed", pa.float64()), ("max_abs", pa.float64()), ("max_rel", pa.float64()),
     ("rel_l2", pa.float64()), ("n_bad", pa.int64()), ("n_nonfinite", pa.int64()),
     ("n_unwritten", pa.int64()), ("worst_index", pa.string()),
 ])

@@ -5,11 +5,18 @@ same-dtype eager reference (the op's yardstick implementation, run on the same i
 device) plus a floor, and never above a ceiling:
 
     err      = max|impl - golden| / scale,       scale = max|golden| (1 when it is 0)
-    allowed  = min(k * err_yardstick + floor_ulps * eps(output dtype), ceiling[case dtype])
+    allowed  = min(k * err_yardstick + floor_ulps * eps(output dtype)
+                   + COND_FACTOR * err_conditioning,  ceiling[case dtype])
 
 This is FlashAttention's rule ("at most twice the error of a PyTorch implementation"),
 with PyTorch's test_decomp floor so that a yardstick that happens to be exact does not
 demand exactness, and a ceiling so that a poor yardstick cannot excuse a gross error.
+
+err_conditioning is how far the float64 golden moves when every input is perturbed by one
+fp32 rounding (relative 2^-23, random sign): the accuracy an fp32 computation cannot beat
+on this case. The ratio of two maximum errors is unstable on ill-conditioned cases (large
+SiLU pre-activations): two correct fp32 implementations were 4x apart at x_scale 1000,
+while both stayed within 6.4x of this estimate (CPU, 60 cases per scale, 2026-11-29).
 """
 
 from __future__ import annotations
@@ -46,6 +53,9 @@ TOLERANCES = {
                "elementwise outputs"),
 }
 
+# Multiplies the conditioning estimate; above the 6.4x measured for correct fp32 code.
+COND_FACTOR = 8.0
+
 # Absolute cap on the normalized error, by the dtype of the case's activations, so that a
 # poor yardstick cannot excuse a gross error. Dao's own tests allow atol 5e-2 in bf16,
 # 5e-3 in fp16 and 1e-3 in fp32 on unit-scale data. Measured on the H200 over the gpu
@@ -62,13 +72,14 @@ CEILINGS = {
 
 
 def allowed_error(tol_class: TolClass, out_dtype: torch.dtype, case_dtype: torch.dtype,
-                  yardstick_err: float) -> float:
+                  yardstick_err: float, cond_err: float = 0.0) -> float:
     t = TOLERANCES[tol_class]
     eps = torch.finfo(out_dtype).eps
-    return min(t.k * yardstick_err + t.floor_ulps * eps, CEILINGS[case_dtype])
+    return min(t.k * yardstick_err + t.floor_ulps * eps + COND_FACTOR * cond_err,
+               CEILINGS[case_dtype])
 
 
 def describe(tol_class: TolClass, case_dtype: torch.dtype) -> str:
     t = TOLERANCES[tol_class]
-    return (f"{t.k:g} x yardstick + {t.floor_ulps:g} ulp, ceiling "
-            f"{CEILINGS[case_dtype]:g}")
+    return (f"{t.k:g} x yardstick + {t.floor_ulps:g} ulp + {COND_FACTOR:g} x conditioning, "
+            f"ceiling {CEILINGS[case_dtype]:g}")

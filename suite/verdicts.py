@@ -51,6 +51,7 @@ class OutputCheck:
     scale: float  # max |golden|, the normalizer
     err: float  # max |impl - golden| / scale: what the rule compares
     ref_err: float  # the same for the yardstick implementation
+    cond_err: float  # how far the golden moves under one fp32 rounding of the inputs
     allowed: float
     max_abs: float
     max_rel: float  # max |impl - golden| / max(|golden|, 1e-3 * scale)
@@ -89,7 +90,7 @@ def normalized_error(actual: torch.Tensor, golden: torch.Tensor) -> float:
 
 
 def check_output(spec: OutputSpec, actual: torch.Tensor, golden: torch.Tensor,
-                 ref_err: float, case_dtype: torch.dtype) -> OutputCheck:
+                 ref_err: float, case_dtype: torch.dtype, cond_err: float = 0.0) -> OutputCheck:
     name = spec.name
     numel = golden.numel()
     if tuple(actual.shape) != tuple(golden.shape):
@@ -103,7 +104,8 @@ def check_output(spec: OutputSpec, actual: torch.Tensor, golden: torch.Tensor,
     finite = torch.isfinite(a)
     n_nonfinite = int((~finite).sum()) - n_unwritten
     diff = torch.where(finite, diff, torch.full_like(diff, float("inf")))
-    allowed = tolerances.allowed_error(spec.tol_class, actual.dtype, case_dtype, ref_err)
+    allowed = tolerances.allowed_error(spec.tol_class, actual.dtype, case_dtype, ref_err,
+                                       cond_err)
     if numel:
         flat = int(diff.argmax())
         max_abs = diff.reshape(-1)[flat].item()
@@ -132,10 +134,11 @@ def check_output(spec: OutputSpec, actual: torch.Tensor, golden: torch.Tensor,
         failure = FailureKind.MISMATCH
         message = (f"{name} mismatch: error {err:.3g} of max|golden| {scale:.3g} at {worst} "
                    f"> allowed {allowed:.3g} ({tolerances.describe(spec.tol_class, case_dtype)},"
-                   f" yardstick {ref_err:.3g}); {n_bad} of {numel} elements beyond")
+                   f" yardstick {ref_err:.3g}, conditioning {cond_err:.3g}); "
+                   f"{n_bad} of {numel} elements beyond")
     return OutputCheck(name=name, tol_class=spec.tol_class.value, numel=numel, scale=scale,
-                       err=err, ref_err=ref_err, allowed=allowed, max_abs=max_abs,
-                       max_rel=max_rel, rel_l2=rel_l2, n_bad=n_bad, n_nonfinite=n_nonfinite,
+                       err=err, ref_err=ref_err, cond_err=cond_err, allowed=allowed,
+                       max_abs=max_abs,                       max_rel=max_rel, rel_l2=rel_l2, n_bad=n_bad, n_nonfinite=n_nonfinite,
                        n_unwritten=n_unwritten, worst_index=worst, failure=failure,
                        message=message)
 

@@ -226,3 +226,21 @@ def test_poison_is_a_nan_that_computation_does_not_produce(dtype):
     assert torch.isnan(t).all() and is_poison(t).all()
     assert not is_poison(torch.full((3,), float("nan"), dtype=dtype)).any()
     assert not is_poison(torch.zeros(3, dtype=dtype) / 0 * 0).any()
+
+
+def test_allowance_includes_the_conditioning_term():
+    """Ill-conditioned case (huge SiLU pre-activations): the allowance grows with the
+    golden's sensitivity to one fp32 rounding of the inputs, as the table says."""
+    row = run(correct, case=make_case(x_scale=1000.0))
+    for o in row["outputs"]:
+        assert o["cond_err"] > 0
+        t = tolerances.TOLERANCES[TolClass(o["tol_class"])]
+        out_dtype = torch.float32
+        expected = min(t.k * o["ref_err"] + t.floor_ulps * torch.finfo(out_dtype).eps
+                       + tolerances.COND_FACTOR * o["cond_err"],
+                       tolerances.CEILINGS[torch.float32])
+        assert o["allowed"] == pytest.approx(expected), o["name"]
+    calm = run(correct, case=make_case(x_scale=1.0))
+    cond = {o["name"]: o["cond_err"] for o in calm["outputs"]}
+    dx = next(o for o in row["outputs"] if o["name"] == "dx")
+    assert dx["cond_err"] > 2 * cond["dx"]  # large inputs are worse conditioned
