@@ -3,6 +3,7 @@
     list        ops, case counts per profile, implementations and their availability
     run         run a profile of cases, write results/<run id>.parquet, print a summary
     calibrate   measure the copy bandwidth of the device for the roofline columns
+    ...         more commands, one module each under suite/commands/
 
 Bad input (a case file, an op, profile or implementation name) exits with code 2 and one
 line naming the file and key or the flag, before anything runs.
@@ -79,7 +80,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", metavar="DEV", help="default: cuda when available, else cpu")
     p.add_argument("--size-mib", type=int, metavar="MIB",
                    help="bytes copied per sample (default 2048 on CUDA, 256 on CPU)")
+
+    # further commands live in suite/commands/<name>.py, one module each
+    for name, mod in _command_modules().items():
+        mod.add_arguments(sub.add_parser(name, help=mod.HELP, description=mod.__doc__))
     return parser
+
+
+def _command_modules() -> dict:
+    """Modules under suite/commands/: each has HELP, add_arguments(parser), main(args)."""
+    import importlib
+    import pkgutil
+
+    from suite import commands
+
+    return {info.name: importlib.import_module(f"suite.commands.{info.name}")
+            for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name)}
 
 
 def _positive(args, name: str) -> None:
@@ -263,8 +279,9 @@ COMMANDS = {"list": cmd_list, "run": cmd_run, "calibrate": cmd_calibrate}
 
 def main(argv: Optional[list] = None) -> int:
     args = build_parser().parse_args(argv)
+    handler = COMMANDS.get(args.command) or _command_modules()[args.command].main
     try:
-        return COMMANDS[args.command](args)
+        return handler(args)
     except SuiteInputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
