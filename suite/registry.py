@@ -40,6 +40,8 @@ class Implementation:
     disabled_reason: str = ""
     version: str = ""
     doc: str = ""
+    # compiles what the implementation needs ahead of the run (`python -m suite prebuild`)
+    build: Optional[Callable[[], object]] = None
 
     def __post_init__(self):
         if self.kind not in KINDS:

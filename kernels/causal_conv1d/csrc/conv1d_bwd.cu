@@ -1,0 +1,536 @@
+// Causal depthwise conv1d backward (Dao's causal-conv1d semantics), deterministic.
+//
+// Per output t: pre = bias + sum_k M(t,k) w[k] xc[t+k] (xc = [initial states, x]),
+// g' = dout * silu'(pre) (or dout), zero at padding ids; dx[p] gathers w[k] g'[p+H-k]
+// (H = K-1), plus the dfinal_states copy path for the last H steps; dweight/dbias are
+// sums of g' * x and g' over batch and time. All arithmetic in fp32, one rounding at the
+// store. dweight/dbias: each block writes its partial sums to a workspace row and a second
+// kernel adds the rows in a fixed order, so results are bitwise reproducible.
+//
+// Two kernels by memory layout of x:
+//  - channel-first (time contiguous): a warp covers 32 x E consecutive steps of one
+//    (batch, channel) row with 16-byte loads; halos come from the neighbour lane through
+//    shuffles, and from global memory at the warp's two ends.
+//  - channel-last (channel contiguous): a thread owns 4 consecutive channels and scans a
+//    segment of time, keeping the last K inputs and gradients in registers; a warp reads
+//    4 x 32 consecutive channels per step (coalesced), halo steps come from the cache.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "conv1d_bwd.h"
+
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+template <typename T> __device__ __forceinline__ float to_f(T v);
+template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// Weight and bias dtype is a run-time property (fp32 or the activation dtype): read K+1
+// scalars per thread, not worth a template dimension.
+__device__ __forceinline__ float load_w(const void *ptr, DType dt, int64_t off) {
+  switch (dt) {
+    case DType::kFloat16: return __half2float(static_cast<const __half *>(ptr)[off]);
+    case DType::kBFloat16: return __bfloat162float(static_cast<const __nv_bfloat16 *>(ptr)[off]);
+    default: return static_cast<const float *>(ptr)[off];
+  }
+}
+
+template <int BYTES> struct VecBits;
+template <> struct VecBits<8> { using type = uint2; };
+template <> struct VecBits<16> { using type = uint4; };
+
+// N contiguous elements of T as floats (one vector access).
+template <typename T, int N>
+__device__ __forceinline__ void load_vec(const T *ptr, float (&out)[N]) {
+  using V = typename VecBits<N * sizeof(T)>::type;
+  union { V v; T e[N]; } u;
+  u.v = *reinterpret_cast<const V *>(ptr);
+#pragma unroll
+  for (int i = 0; i < N; ++i) out[i] = to_f<T>(u.e[i]);
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void store_vec(T *ptr, const float (&in)[N]) {
+  using V = typename VecBits<N * sizeof(T)>::type;
+  union { V v; T e[N]; } u;
+#pragma unroll
+  for (int i = 0; i < N; ++i) u.e[i] = from_f<T>(in[i]);
+  *reinterpret_cast<V *>(ptr) = u.v;
+}
+
+__device__ __forceinline__ float silu_grad(float g, float pre) {
+  const float s = 1.f / (1.f + __expf(-pre));
+  return g * s * (1.f + pre * (1.f - s));
+}
+
+// Input at time t (may be < 0: initial states or zeros; >= L: zeros).
+template <typename T>
+__device__ __forceinline__ float x_at(const ConvBwdParams &p, int b, int c, int t) {
+  if (t >= p.seqlen) return 0.f;
+  if (t >= 0) return to_f<T>(static_cast<const T *>(p.x)[b * p.x_b + c * p.x_d + t * p.x_t]);
+  if (!p.has_init) return 0.f;
+  const int slot = t + p.width - 1;
+  return to_f<T>(static_cast<const T *>(p.init)[b * p.init_b + c * p.init_d + slot * p.init_t]);
+}
+
+// Sequence id at time t: the initial-state slots carry the id of step 0 (or -1 without
+// initial states), steps past the end are -1.
+__device__ __forceinline__ int id_at(const ConvBwdParams &p, int b, int t) {
+  if (!p.has_seq_idx) return 0;
+  if (t >= p.seqlen) return -1;
+  if (t < 0) return p.has_init ? p.seq_idx[b * p.seq_b] : -1;
+  return p.seq_idx[b * p.seq_b + t * p.seq_t];
+}
+
+template <typename T>
+__device__ __forceinline__ float dfinal_at(const ConvBwdParams &p, int b, int c, int j) {
+  return to_f<T>(static_cast<const T *>(p.dfinal)[b * p.dfinal_b + c * p.dfinal_d + j * p.dfinal_t]);
+}
+
+// ------------------------------------------------------------------ channel-first
+
+template <typename T, int K, bool kVec>
+__global__ void __launch_bounds__(128)
+conv1d_bwd_rows(const ConvBwdParams p) {
+  constexpr int H = K - 1;
+  constexpr int E = 16 / sizeof(T);  // steps per lane: one 16-byte vector
+  const int L = p.seqlen;
+  const int row = blockIdx.x;
+  const int b = row / p.dim, c = row % p.dim;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
+  const int64_t ts64 = (int64_t(blockIdx.y) * nwarps + warp) * 32 * E + int64_t(lane) * E;
+  const int ts = ts64 < L ? int(ts64) : L;  // lanes past the end compute zeros
+
+  const T *x = static_cast<const T *>(p.x) + b * p.x_b + c * p.x_d;
+  const T *dout = static_cast<const T *>(p.dout) + b * p.dout_b + c * p.dout_d;
+
+  float w[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) w[k] = load_w(p.weight, p.w_dtype, c * p.w_d + k * p.w_k);
+  const float bias = p.has_bias ? load_w(p.bias, p.w_dtype, c * p.bias_d) : 0.f;
+
+  // windows: xw[m] is x at ts - H + m, gw[j] dout (then g') at ts + j, ids like xw
+  float xw[E + 2 * H], gw[E + H];
+  int idw[E + 2 * H];
+  {
+    float xo[E], go[E];
+    if (kVec && ts + E <= L) {
+      load_vec<T, E>(x + ts, xo);
+      load_vec<T, E>(dout + ts, go);
+    } else {
+#pragma unroll
+      for (int i = 0; i < E; ++i) {
+        const bool in = ts + i < L;
+        xo[i] = in ? to_f<T>(x[int64_t(ts + i) * p.x_t]) : 0.f;
+        go[i] = in ? to_f<T>(dout[int64_t(ts + i) * p.dout_t]) : 0.f;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      xw[H + i] = xo[i];
+      gw[i] = go[i];
+      idw[H + i] = id_at(p, b, ts + i);
+    }
+#pragma unroll
+    for (int h = 0; h < H; ++h) {
+      // left halo from the previous lane's last H steps, right halo from the next lane's
+      // first H steps; the warp's end lanes read theirs from memory
+      const float xl = __shfl_up_sync(kFullMask, xo[E - H + h], 1);
+      const int il = __shfl_up_sync(kFullMask, idw[H + E - H + h], 1);
+      const float xr = __shfl_down_sync(kFullMask, xo[h], 1);
+      const float gr = __shfl_down_sync(kFullMask, go[h], 1);
+      const int ir = __shfl_down_sync(kFullMask, idw[H + h], 1);
+      const int tl = ts - H + h, tr = ts + E + h;
+      xw[h] = lane == 0 ? x_at<T>(p, b, c, tl) : xl;
+      idw[h] = lane == 0 ? id_at(p, b, tl) : il;
+      const bool edge = lane == 31 || ts + E > L;
+      xw[H + E + h] = edge ? x_at<T>(p, b, c, tr) : xr;
+      gw[E + h] = edge ? (tr < L ? to_f<T>(dout[int64_t(tr) * p.dout_t]) : 0.f) : gr;
+      idw[H + E + h] = edge ? id_at(p, b, tr) : ir;
+    }
+  }
+
+  // g' for outputs ts .. ts + E + H - 1 (the last H belong to the next lane; recomputed)
+#pragma unroll
+  for (int j = 0; j < E + H; ++j) {
+    const int id = idw[j + H];
+    float g = gw[j];
+    if (ts + j >= L || id < 0) {
+      g = 0.f;
+    } else if (p.silu) {
+      float pre = bias;
+#pragma unroll
+      for (int k = 0; k < K; ++k) pre += (idw[j + k] == id ? w[k] * xw[j + k] : 0.f);
+      g = silu_grad(g, pre);
+    }
+    gw[j] = g;
+  }
+
+  float dw[K] = {}, db = 0.f;
+#pragma unroll
+  for (int j = 0; j < E; ++j) {
+    const int id = idw[j + H];
+    db += gw[j];
+#pragma unroll
+    for (int k = 0; k < K; ++k) dw[k] += (idw[j + k] == id ? gw[j] * xw[j + k] : 0.f);
+  }
+
+  float dxo[E];
+#pragma unroll
+  for (int i = 0; i < E; ++i) {
+    const int id = idw[i + H];  // of input step ts + i
+    float acc = 0.f;
+#pragma unroll
+    for (int k = 0; k < K; ++k) acc += (idw[i + 2 * H - k] == id ? w[k] * gw[i + H - k] : 0.f);
+    const int j = ts + i - (L - H);  // dfinal_states slot this step was copied to
+    if (p.has_dfinal && j >= 0 && ts + i < L) acc += dfinal_at<T>(p, b, c, j);
+    dxo[i] = acc;
+  }
+  T *dx = static_cast<T *>(p.dx) + b * p.dx_b + c * p.dx_d;
+  if (kVec && ts + E <= L) {
+    store_vec<T, E>(dx + ts, dxo);
+  } else {
+#pragma unroll
+    for (int i = 0; i < E; ++i)
+      if (ts + i < L) dx[int64_t(ts + i) * p.dx_t] = from_f<T>(dxo[i]);
+  }
+
+  if (p.want_dinit && ts64 == 0) {
+    // state slot i feeds outputs t = i - k >= 0 through tap k, plus the copy path i >= L
+#pragma unroll
+    for (int i = 0; i < H; ++i) {
+      float acc = 0.f;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int t = i - k;
+        if (t >= 0 && t < L) acc += (idw[t + k] == idw[t + H] ? w[k] * gw[t] : 0.f);
+      }
+      if (p.has_dfinal && i >= L) acc += dfinal_at<T>(p, b, c, i - L);
+      static_cast<T *>(p.dinit)[b * p.dinit_b + c * p.dinit_d + i * p.dinit_t] = from_f<T>(acc);
+    }
+  }
+
+  // fixed-order block reduction of dweight and dbias: warp tree, then warps in order
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    db += __shfl_xor_sync(kFullMask, db, off);
+#pragma unroll
+    for (int k = 0; k < K; ++k) dw[k] += __shfl_xor_sync(kFullMask, dw[k], off);
+  }
+  __shared__ float red[4][K + 1];
+  if (lane == 0) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) red[warp][k] = dw[k];
+    red[warp][K] = db;
+  }
+  __syncthreads();
+  if (threadIdx.x <= K) {
+    float s = 0.f;
+    for (int w_ = 0; w_ < nwarps; ++w_) s += red[w_][threadIdx.x];
+    const int64_t part = int64_t(b) * gridDim.y + blockIdx.y;
+    p.ws[(part * p.dim + c) * (K + 1) + threadIdx.x] = s;
+  }
+}
+
+// ------------------------------------------------------------------ channel-last
+
+constexpr int kChannelsPerThread = 4;  // 8-byte (16-bit) or 16-byte (fp32) accesses
+constexpr int kLanesC = 32;            // threads of a warp side by side along channels
+constexpr int kSegments = 4;           // warps of a block: consecutive time segments
+
+template <typename T, bool kVec>
+__device__ __forceinline__ void load_c(const T *base, int64_t stride_d, int c0, int dim,
+                                       float (&out)[kChannelsPerThread]) {
+  if (kVec && c0 + kChannelsPerThread <= dim) {
+    load_vec<T, kChannelsPerThread>(base + c0, out);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kChannelsPerThread; ++i)
+      out[i] = c0 + i < dim ? to_f<T>(base[int64_t(c0 + i) * stride_d]) : 0.f;
+  }
+}
+
+template <typename T, int K, bool kVec>
+__global__ void __launch_bounds__(kLanesC * kSegments)
+conv1d_bwd_scan(const ConvBwdParams p, const int seg_len) {
+  constexpr int H = K - 1;
+  constexpr int VC = kChannelsPerThread;
+  const int L = p.seqlen;
+  const int lane = threadIdx.x % kLanesC, seg = threadIdx.x / kLanesC;
+  const int b = blockIdx.z;
+  const int c0 = (blockIdx.x * kLanesC + lane) * VC;
+  const int64_t t0_64 = (int64_t(blockIdx.y) * kSegments + seg) * seg_len;
+  const int t0 = t0_64 < L ? int(t0_64) : L;
+  const int t1 = min(t0 + seg_len, L);
+
+  const T *x = static_cast<const T *>(p.x) + b * p.x_b;
+  const T *dout = static_cast<const T *>(p.dout) + b * p.dout_b;
+  T *dx = static_cast<T *>(p.dx) + b * p.dx_b;
+
+  float w[VC][K], bias[VC];
+#pragma unroll
+  for (int i = 0; i < VC; ++i) {
+    const int c = min(c0 + i, p.dim - 1);
+#pragma unroll
+    for (int k = 0; k < K; ++k) w[i][k] = load_w(p.weight, p.w_dtype, c * p.w_d + k * p.w_k);
+    bias[i] = p.has_bias ? load_w(p.bias, p.w_dtype, c * p.bias_d) : 0.f;
+  }
+
+  // windows over the last K steps: index H is the newest (time t)
+  float xw[VC][K] = {}, gw[VC][K] = {};
+  int idw[K] = {};
+  float dw[VC][K] = {}, db[VC] = {};
+  // g' and ids of steps 0 .. H-1, kept (by compile-time index) for dinitial_states
+  float g_first[VC][H] = {};
+  int id_first[H] = {};
+  const bool first_segment = t0 == 0;
+
+  const int t_end = t1 + H;  // the last H steps finish dx of the segment's tail
+  for (int t = t0 - H; t < t_end; ++t) {
+    float xv[VC];
+    if (t >= 0 && t < L) {
+      load_c<T, kVec>(x + t * p.x_t, p.x_d, c0, p.dim, xv);
+    } else {
+#pragma unroll
+      for (int i = 0; i < VC; ++i) xv[i] = c0 + i < p.dim ? x_at<T>(p, b, c0 + i, t) : 0.f;
+    }
+    const int id = id_at(p, b, t);
+#pragma unroll
+    for (int m = 0; m < H; ++m) {
+      idw[m] = idw[m + 1];
+#pragma unroll
+      for (int i = 0; i < VC; ++i) xw[i][m] = xw[i][m + 1];
+    }
+    idw[H] = id;
+#pragma unroll
+    for (int i = 0; i < VC; ++i) xw[i][H] = xv[i];
+    if (t < t0) continue;  // priming the input window
+
+    float gv[VC];
+    if (t < L && id >= 0) {
+      load_c<T, kVec>(dout + t * p.dout_t, p.dout_d, c0, p.dim, gv);
+      if (p.silu) {
+#pragma unroll
+        for (int i = 0; i < VC; ++i) {
+          float pre = bias[i];
+#pragma unroll
+          for (int k = 0; k < K; ++k) pre += (idw[k] == id ? w[i][k] * xw[i][k] : 0.f);
+          gv[i] = silu_grad(gv[i], pre);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < VC; ++i) gv[i] = 0.f;
+    }
+    if (t < t1) {  // this segment owns output t's dweight/dbias contribution
+#pragma unroll
+      for (int i = 0; i < VC; ++i) {
+        db[i] += gv[i];
+#pragma unroll
+        for (int k = 0; k < K; ++k) dw[i][k] += (idw[k] == id ? gv[i] * xw[i][k] : 0.f);
+      }
+    }
+    if (first_segment && t < H) {
+#pragma unroll
+      for (int m = 0; m < H; ++m) {
+        if (m == t) {
+          id_first[m] = id;
+#pragma unroll
+          for (int i = 0; i < VC; ++i) g_first[i][m] = gv[i];
+        }
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < H; ++m)
+#pragma unroll
+      for (int i = 0; i < VC; ++i) gw[i][m] = gw[i][m + 1];
+#pragma unroll
+    for (int i = 0; i < VC; ++i) gw[i][H] = gv[i];
+
+    const int tp = t - H;  // input step whose gradient is now complete
+    if (tp >= t0 && tp < t1) {
+      float dxv[VC];
+#pragma unroll
+      for (int i = 0; i < VC; ++i) {
+        float acc = 0.f;
+#pragma unroll
+        for (int k = 0; k < K; ++k) acc += (idw[H - k] == idw[0] ? w[i][k] * gw[i][H - k] : 0.f);
+        const int j = tp - (L - H);
+        if (p.has_dfinal && j >= 0 && c0 + i < p.dim) acc += dfinal_at<T>(p, b, c0 + i, j);
+        dxv[i] = acc;
+      }
+      if (kVec && c0 + VC <= p.dim) {
+        store_vec<T, VC>(dx + tp * p.dx_t + c0, dxv);
+      } else {
+#pragma unroll
+        for (int i = 0; i < VC; ++i)
+          if (c0 + i < p.dim) dx[tp * p.dx_t + int64_t(c0 + i) * p.dx_d] = from_f<T>(dxv[i]);
+      }
+    }
+  }
+
+  if (first_segment && p.want_dinit) {
+    // state slot s feeds output t = s - k through tap k; the slots carry step 0's id
+    const int id_slot = id_at(p, b, -1);
+#pragma unroll
+    for (int i = 0; i < VC; ++i) {
+      if (c0 + i >= p.dim) continue;
+#pragma unroll
+      for (int s = 0; s < H; ++s) {
+        float acc = 0.f;
+#pragma unroll
+        for (int k = 0; k <= s; ++k) {
+          const int t = s - k;
+          if (t < L) acc += (id_slot == id_first[t] ? w[i][k] * g_first[i][t] : 0.f);
+        }
+        if (p.has_dfinal && s >= L) acc += dfinal_at<T>(p, b, c0 + i, s - L);
+        static_cast<T *>(p.dinit)[b * p.dinit_b + int64_t(c0 + i) * p.dinit_d + s * p.dinit_t] =
+            from_f<T>(acc);
+      }
+    }
+  }
+
+  // fixed-order reduction over the block's time segments
+  __shared__ float red[kSegments][kLanesC][VC][K + 1];
+#pragma unroll
+  for (int i = 0; i < VC; ++i) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) red[seg][lane][i][k] = dw[i][k];
+    red[seg][lane][i][K] = db[i];
+  }
+  __syncthreads();
+  if (seg == 0) {
+    const int64_t part = int64_t(b) * gridDim.y + blockIdx.y;
+#pragma unroll
+    for (int i = 0; i < VC; ++i) {
+      if (c0 + i >= p.dim) continue;
+#pragma unroll
+      for (int k = 0; k <= K; ++k) {
+        float s = 0.f;
+#pragma unroll
+        for (int sg = 0; sg < kSegments; ++sg) s += red[sg][lane][i][k];
+        p.ws[(part * p.dim + c0 + i) * (K + 1) + k] = s;
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------ second stage
+
+template <typename W>
+__global__ void conv1d_bwd_reduce(const ConvBwdParams p, const int parts) {
+  const int K = p.width;
+  const int64_t n = int64_t(p.dim) * (K + 1);
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= n) return;
+  float s = 0.f;
+  for (int r = 0; r < parts; ++r) s += p.ws[r * n + idx];  // fixed order
+  const int c = int(idx / (K + 1)), k = int(idx % (K + 1));
+  if (k < K) {
+    static_cast<W *>(p.dweight)[c * p.dw_d + k * p.dw_k] = from_f<W>(s);
+  } else if (p.has_bias) {
+    static_cast<W *>(p.dbias)[c * p.dbias_d] = from_f<W>(s);
+  }
+}
+
+bool aligned(const void *ptr, int bytes) {
+  return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
+}
+
+int elem_size(DType dt) { return dt == DType::kFloat32 ? 4 : 2; }
+
+template <typename T>
+cudaError_t launch_typed(const ConvBwdParams &p, const ConvBwdPlan &plan, cudaStream_t s) {
+#define CONV1D_LAUNCH(KW, VEC)                                                              \
+  if (plan.channel_first)                                                                   \
+    conv1d_bwd_rows<T, KW, VEC><<<plan.grid, plan.block, 0, s>>>(p);                        \
+  else                                                                                      \
+    conv1d_bwd_scan<T, KW, VEC><<<plan.grid, plan.block, 0, s>>>(p, plan.seg_len);
+#define CONV1D_WIDTH(KW)                                                                    \
+  case KW:                                                                                  \
+    if (plan.vectorized) { CONV1D_LAUNCH(KW, true) } else { CONV1D_LAUNCH(KW, false) }    \
+    break;
+  switch (p.width) {
+    CONV1D_WIDTH(2)
+    CONV1D_WIDTH(3)
+    CONV1D_WIDTH(4)
+    default: return cudaErrorInvalidValue;
+  }
+#undef CONV1D_WIDTH
+#undef CONV1D_LAUNCH
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+ConvBwdPlan conv1d_bwd_plan(const ConvBwdParams &p) {
+  ConvBwdPlan plan{};
+  const int es = elem_size(p.x_dtype);
+  plan.channel_first = p.x_t == 1 && p.dim > 0;
+  if (plan.channel_first) {
+    const int E = 16 / es;
+    const int64_t warp_steps = 32 * E;
+    const int nwarps = int(std::min<int64_t>(4, std::max<int64_t>(1, (p.seqlen + warp_steps - 1) / warp_steps)));
+    const int64_t spans = (p.seqlen + nwarps * warp_steps - 1) / (nwarps * warp_steps);
+    plan.vectorized = p.dout_t == 1 && p.dx_t == 1 && p.x_b % E == 0 && p.x_d % E == 0 &&
+                      p.dout_b % E == 0 && p.dout_d % E == 0 && p.dx_b % E == 0 &&
+                      p.dx_d % E == 0 && aligned(p.x, 16) && aligned(p.dout, 16) &&
+                      aligned(p.dx, 16);
+    plan.grid = dim3(unsigned(int64_t(p.batch) * p.dim), unsigned(spans), 1);
+    plan.block = dim3(32 * nwarps);
+    plan.parts = int(p.batch * spans);
+    plan.seg_len = 0;
+  } else {
+    const int VC = kChannelsPerThread;
+    // long segments amortise the K-1 halo steps; short sequences still fill the GPU
+    plan.seg_len = p.seqlen >= 4096 ? 128 : 64;
+    const int64_t tblocks = (p.seqlen + kSegments * plan.seg_len - 1) / (kSegments * plan.seg_len);
+    const int cblocks = (p.dim + kLanesC * VC - 1) / (kLanesC * VC);
+    const int vb = VC * es;
+    plan.vectorized = p.x_d == 1 && p.dout_d == 1 && p.dx_d == 1 && p.dim % VC == 0 &&
+                      p.x_b % VC == 0 && p.x_t % VC == 0 && p.dout_b % VC == 0 &&
+                      p.dout_t % VC == 0 && p.dx_b % VC == 0 && p.dx_t % VC == 0 &&
+                      aligned(p.x, vb) && aligned(p.dout, vb) && aligned(p.dx, vb);
+    plan.grid = dim3(unsigned(cblocks), unsigned(std::max<int64_t>(1, tblocks)), unsigned(p.batch));
+    plan.block = dim3(kLanesC * kSegments);
+    plan.parts = int(p.batch * std::max<int64_t>(1, tblocks));
+  }
+  return plan;
+}
+
+cudaError_t conv1d_bwd_launch(const ConvBwdParams &p, const ConvBwdPlan &plan,
+                              cudaStream_t stream) {
+  cudaError_t err;
+  switch (p.x_dtype) {
+    case DType::kFloat32: err = launch_typed<float>(p, plan, stream); break;
+    case DType::kFloat16: err = launch_typed<__half>(p, plan, stream); break;
+    case DType::kBFloat16: err = launch_typed<__nv_bfloat16>(p, plan, stream); break;
+    default: return cudaErrorInvalidValue;
+  }
+  if (err != cudaSuccess) return err;
+  const int64_t n = int64_t(p.dim) * (p.width + 1);
+  const dim3 grid(unsigned((n + 255) / 256)), block(256);
+  switch (p.w_dtype) {
+    case DType::kFloat32: conv1d_bwd_reduce<float><<<grid, block, 0, stream>>>(p, plan.parts); break;
+    case DType::kFloat16: conv1d_bwd_reduce<__half><<<grid, block, 0, stream>>>(p, plan.parts); break;
+    case DType::kBFloat16:
+      conv1d_bwd_reduce<__nv_bfloat16><<<grid, block, 0, stream>>>(p, plan.parts);
+      break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
