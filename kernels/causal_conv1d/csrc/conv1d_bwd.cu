@@ -8,12 +8,14 @@
 // kernel adds the rows in a fixed order, so results are bitwise reproducible.
 //
 // Two kernels by memory layout of x:
-//  - channel-first (time contiguous): a warp covers 32 x E consecutive steps of one
-//    (batch, channel) row with 16-byte loads; halos come from the neighbour lane through
-//    shuffles, and from global memory at the warp's two ends.
+//  - channel-first (time contiguous): a warp scans a span of one (batch, channel) row in
+//    tiles of 32 lanes x 16 bytes, prefetching the next tile; halos come from neighbour
+//    lanes through shuffles, and from memory only at the span's two ends.
 //  - channel-last (channel contiguous): a thread owns 4 consecutive channels and scans a
 //    segment of time, keeping the last K inputs and gradients in registers; a warp reads
-//    4 x 32 consecutive channels per step (coalesced), halo steps come from the cache.
+//    4 x 32 consecutive channels per step (coalesced), 4 steps loaded ahead; halo steps
+//    come from the cache.
+//  dinitial_states (only the first K-1 outputs matter) is a small third kernel.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -103,146 +105,182 @@ __device__ __forceinline__ float dfinal_at(const ConvBwdParams &p, int b, int c,
 
 // ------------------------------------------------------------------ channel-first
 
-template <typename T, int K, bool kVec>
+// One lane's E steps of a tile: x, dout and ids as loaded.
+template <int E> struct LaneTile {
+  float x[E], g[E];
+  int id[E];
+};
+
+template <typename T, int E, bool kVec, bool kSeq>
+__device__ __forceinline__ void load_lane(const ConvBwdParams &p, const T *x, const T *dout,
+                                          int b, int ts, LaneTile<E> &out) {
+  const int L = p.seqlen;
+  if (kVec && ts + E <= L) {
+    load_vec<T, E>(x + ts, out.x);
+    load_vec<T, E>(dout + ts, out.g);
+  } else {
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      const bool in = ts + i < L;
+      out.x[i] = in ? to_f<T>(x[int64_t(ts + i) * p.x_t]) : 0.f;
+      out.g[i] = in ? to_f<T>(dout[int64_t(ts + i) * p.dout_t]) : 0.f;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < E; ++i) out.id[i] = kSeq ? id_at(p, b, ts + i) : 0;
+}
+
+// A warp scans a span of consecutive tiles (32 lanes x E steps each) of one (batch,
+// channel) row. The next tile is loaded before the current one is computed; halos come
+// from neighbour lanes, across tiles from lane 31 of the previous tile and lane 0 of the
+// prefetched next tile, and from memory only at the span's two ends.
+template <typename T, int K, bool kVec, bool kSeq>
 __global__ void __launch_bounds__(128)
-conv1d_bwd_rows(const ConvBwdParams p) {
+conv1d_bwd_rows(const ConvBwdParams p, const int tiles_per_span) {
   constexpr int H = K - 1;
   constexpr int E = 16 / sizeof(T);  // steps per lane: one 16-byte vector
+  constexpr int kTile = 32 * E;
   const int L = p.seqlen;
-  const int row = blockIdx.x;
-  const int b = row / p.dim, c = row % p.dim;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
-  const int64_t ts64 = (int64_t(blockIdx.y) * nwarps + warp) * 32 * E + int64_t(lane) * E;
-  const int ts = ts64 < L ? int(ts64) : L;  // lanes past the end compute zeros
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + warp;
+  if (row >= int64_t(p.batch) * p.dim) return;  // whole warp: no shuffles left behind
+  const int b = int(row / p.dim), c = int(row % p.dim);
+  const int ntiles = (L + kTile - 1) / kTile;
+  const int tile_begin = blockIdx.y * tiles_per_span;
+  const int tile_end = min(tile_begin + tiles_per_span, ntiles);
 
   const T *x = static_cast<const T *>(p.x) + b * p.x_b + c * p.x_d;
   const T *dout = static_cast<const T *>(p.dout) + b * p.dout_b + c * p.dout_d;
+  T *dx = static_cast<T *>(p.dx) + b * p.dx_b + c * p.dx_d;
 
   float w[K];
 #pragma unroll
   for (int k = 0; k < K; ++k) w[k] = load_w(p.weight, p.w_dtype, c * p.w_d + k * p.w_k);
   const float bias = p.has_bias ? load_w(p.bias, p.w_dtype, c * p.bias_d) : 0.f;
 
-  // windows: xw[m] is x at ts - H + m, gw[j] dout (then g') at ts + j, ids like xw
-  float xw[E + 2 * H], gw[E + H];
-  int idw[E + 2 * H];
+  // x and ids of the H steps before this lane's first step, for lane 0 of the next tile
+  float carry_x[H];
+  int carry_id[H];
   {
-    float xo[E], go[E];
-    if (kVec && ts + E <= L) {
-      load_vec<T, E>(x + ts, xo);
-      load_vec<T, E>(dout + ts, go);
-    } else {
-#pragma unroll
-      for (int i = 0; i < E; ++i) {
-        const bool in = ts + i < L;
-        xo[i] = in ? to_f<T>(x[int64_t(ts + i) * p.x_t]) : 0.f;
-        go[i] = in ? to_f<T>(dout[int64_t(ts + i) * p.dout_t]) : 0.f;
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < E; ++i) {
-      xw[H + i] = xo[i];
-      gw[i] = go[i];
-      idw[H + i] = id_at(p, b, ts + i);
-    }
+    const int tl = tile_begin * kTile - H;
 #pragma unroll
     for (int h = 0; h < H; ++h) {
-      // left halo from the previous lane's last H steps, right halo from the next lane's
-      // first H steps; the warp's end lanes read theirs from memory
-      const float xl = __shfl_up_sync(kFullMask, xo[E - H + h], 1);
-      const int il = __shfl_up_sync(kFullMask, idw[H + E - H + h], 1);
-      const float xr = __shfl_down_sync(kFullMask, xo[h], 1);
-      const float gr = __shfl_down_sync(kFullMask, go[h], 1);
-      const int ir = __shfl_down_sync(kFullMask, idw[H + h], 1);
-      const int tl = ts - H + h, tr = ts + E + h;
-      xw[h] = lane == 0 ? x_at<T>(p, b, c, tl) : xl;
-      idw[h] = lane == 0 ? id_at(p, b, tl) : il;
-      const bool edge = lane == 31 || ts + E > L;
-      xw[H + E + h] = edge ? x_at<T>(p, b, c, tr) : xr;
-      gw[E + h] = edge ? (tr < L ? to_f<T>(dout[int64_t(tr) * p.dout_t]) : 0.f) : gr;
-      idw[H + E + h] = edge ? id_at(p, b, tr) : ir;
+      carry_x[h] = x_at<T>(p, b, c, tl + h);
+      carry_id[h] = kSeq ? id_at(p, b, tl + h) : 0;
     }
-  }
-
-  // g' for outputs ts .. ts + E + H - 1 (the last H belong to the next lane; recomputed)
-#pragma unroll
-  for (int j = 0; j < E + H; ++j) {
-    const int id = idw[j + H];
-    float g = gw[j];
-    if (ts + j >= L || id < 0) {
-      g = 0.f;
-    } else if (p.silu) {
-      float pre = bias;
-#pragma unroll
-      for (int k = 0; k < K; ++k) pre += (idw[j + k] == id ? w[k] * xw[j + k] : 0.f);
-      g = silu_grad(g, pre);
-    }
-    gw[j] = g;
   }
 
   float dw[K] = {}, db = 0.f;
-#pragma unroll
-  for (int j = 0; j < E; ++j) {
-    const int id = idw[j + H];
-    db += gw[j];
-#pragma unroll
-    for (int k = 0; k < K; ++k) dw[k] += (idw[j + k] == id ? gw[j] * xw[j + k] : 0.f);
-  }
+  LaneTile<E> cur, nxt;
+  load_lane<T, E, kVec, kSeq>(p, x, dout, b, min(tile_begin * kTile + lane * E, L), cur);
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    const int ts = min(tile * kTile + lane * E, L);  // lanes past the end compute zeros
+    const bool has_next = tile + 1 < tile_end;
+    if (has_next) load_lane<T, E, kVec, kSeq>(p, x, dout, b, min(ts + kTile, L), nxt);
 
-  float dxo[E];
+    // windows: xw[m] is x at ts - H + m, gw[j] dout (then g') at ts + j, idw like xw
+    float xw[E + 2 * H], gw[E + H];
+    int idw[E + 2 * H];
 #pragma unroll
-  for (int i = 0; i < E; ++i) {
-    const int id = idw[i + H];  // of input step ts + i
-    float acc = 0.f;
+    for (int i = 0; i < E; ++i) {
+      xw[H + i] = cur.x[i];
+      gw[i] = cur.g[i];
+      idw[H + i] = cur.id[i];
+    }
 #pragma unroll
-    for (int k = 0; k < K; ++k) acc += (idw[i + 2 * H - k] == id ? w[k] * gw[i + H - k] : 0.f);
-    const int j = ts + i - (L - H);  // dfinal_states slot this step was copied to
-    if (p.has_dfinal && j >= 0 && ts + i < L) acc += dfinal_at<T>(p, b, c, j);
-    dxo[i] = acc;
-  }
-  T *dx = static_cast<T *>(p.dx) + b * p.dx_b + c * p.dx_d;
-  if (kVec && ts + E <= L) {
-    store_vec<T, E>(dx + ts, dxo);
-  } else {
+    for (int h = 0; h < H; ++h) {
+      const float xl = __shfl_up_sync(kFullMask, cur.x[E - H + h], 1);
+      const int il = __shfl_up_sync(kFullMask, cur.id[E - H + h], 1);
+      xw[h] = lane == 0 ? carry_x[h] : xl;
+      idw[h] = lane == 0 ? carry_id[h] : il;
+      // right halo: the next lane's first steps; lane 31 takes lane 0's of the next tile
+      float xr = __shfl_down_sync(kFullMask, cur.x[h], 1);
+      float gr = __shfl_down_sync(kFullMask, cur.g[h], 1);
+      int ir = __shfl_down_sync(kFullMask, cur.id[h], 1);
+      const float xn = __shfl_sync(kFullMask, nxt.x[h], 0);
+      const float gn = __shfl_sync(kFullMask, nxt.g[h], 0);
+      const int in = __shfl_sync(kFullMask, nxt.id[h], 0);
+      const int tr = ts + E + h;
+      if (lane == 31) {
+        if (has_next) {
+          xr = xn; gr = gn; ir = in;
+        } else {
+          xr = x_at<T>(p, b, c, tr);
+          gr = tr < L ? to_f<T>(dout[int64_t(tr) * p.dout_t]) : 0.f;
+          ir = kSeq ? id_at(p, b, tr) : 0;
+        }
+      } else if (ts + E > L) {  // a partial lane: its neighbours are past the end
+        xr = 0.f; gr = 0.f; ir = -1;
+      }
+      xw[H + E + h] = xr;
+      gw[E + h] = gr;
+      idw[H + E + h] = ir;
+    }
 #pragma unroll
-    for (int i = 0; i < E; ++i)
-      if (ts + i < L) dx[int64_t(ts + i) * p.dx_t] = from_f<T>(dxo[i]);
-  }
+    for (int h = 0; h < H; ++h) {
+      carry_x[h] = __shfl_sync(kFullMask, cur.x[E - H + h], 31);
+      carry_id[h] = __shfl_sync(kFullMask, cur.id[E - H + h], 31);
+    }
 
-  if (p.want_dinit && ts64 == 0) {
-    // state slot i feeds outputs t = i - k >= 0 through tap k, plus the copy path i >= L
+    // g' for outputs ts .. ts + E + H - 1 (the last H belong to the next lane; recomputed)
 #pragma unroll
-    for (int i = 0; i < H; ++i) {
+    for (int j = 0; j < E + H; ++j) {
+      const int id = idw[j + H];
+      float g = gw[j];
+      if (ts + j >= L || (kSeq && id < 0)) {
+        g = 0.f;
+      } else if (p.silu) {
+        float pre = bias;
+#pragma unroll
+        for (int k = 0; k < K; ++k) pre += (!kSeq || idw[j + k] == id ? w[k] * xw[j + k] : 0.f);
+        g = silu_grad(g, pre);
+      }
+      gw[j] = g;
+    }
+#pragma unroll
+    for (int j = 0; j < E; ++j) {
+      db += gw[j];
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+        dw[k] += (!kSeq || idw[j + k] == idw[j + H] ? gw[j] * xw[j + k] : 0.f);
+    }
+
+    float dxo[E];
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      const int id = idw[i + H];  // of input step ts + i
       float acc = 0.f;
 #pragma unroll
-      for (int k = 0; k < K; ++k) {
-        const int t = i - k;
-        if (t >= 0 && t < L) acc += (idw[t + k] == idw[t + H] ? w[k] * gw[t] : 0.f);
-      }
-      if (p.has_dfinal && i >= L) acc += dfinal_at<T>(p, b, c, i - L);
-      static_cast<T *>(p.dinit)[b * p.dinit_b + c * p.dinit_d + i * p.dinit_t] = from_f<T>(acc);
+      for (int k = 0; k < K; ++k)
+        acc += (!kSeq || idw[i + 2 * H - k] == id ? w[k] * gw[i + H - k] : 0.f);
+      const int j = ts + i - (L - H);  // dfinal_states slot this step was copied to
+      if (p.has_dfinal && j >= 0 && ts + i < L) acc += dfinal_at<T>(p, b, c, j);
+      dxo[i] = acc;
     }
+    if (kVec && ts + E <= L) {
+      store_vec<T, E>(dx + ts, dxo);
+    } else {
+#pragma unroll
+      for (int i = 0; i < E; ++i)
+        if (ts + i < L) dx[int64_t(ts + i) * p.dx_t] = from_f<T>(dxo[i]);
+    }
+
+    cur = nxt;
   }
 
-  // fixed-order block reduction of dweight and dbias: warp tree, then warps in order
+  // fixed-order warp reduction; one workspace row per (batch, span)
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) {
     db += __shfl_xor_sync(kFullMask, db, off);
 #pragma unroll
     for (int k = 0; k < K; ++k) dw[k] += __shfl_xor_sync(kFullMask, dw[k], off);
   }
-  __shared__ float red[4][K + 1];
   if (lane == 0) {
-#pragma unroll
-    for (int k = 0; k < K; ++k) red[warp][k] = dw[k];
-    red[warp][K] = db;
-  }
-  __syncthreads();
-  if (threadIdx.x <= K) {
-    float s = 0.f;
-    for (int w_ = 0; w_ < nwarps; ++w_) s += red[w_][threadIdx.x];
     const int64_t part = int64_t(b) * gridDim.y + blockIdx.y;
-    p.ws[(part * p.dim + c) * (K + 1) + threadIdx.x] = s;
+    float *ws = p.ws + (part * p.dim + c) * (K + 1);
+#pragma unroll
+    for (int k = 0; k < K; ++k) ws[k] = dw[k];
+    ws[K] = db;
   }
 }
 
@@ -251,6 +289,7 @@ conv1d_bwd_rows(const ConvBwdParams p) {
 constexpr int kChannelsPerThread = 4;  // 8-byte (16-bit) or 16-byte (fp32) accesses
 constexpr int kLanesC = 32;            // threads of a warp side by side along channels
 constexpr int kSegments = 4;           // warps of a block: consecutive time segments
+constexpr int kPrefetch = 4;           // time steps loaded ahead of their use
 
 template <typename T, bool kVec>
 __device__ __forceinline__ void load_c(const T *base, int64_t stride_d, int c0, int dim,
@@ -264,8 +303,11 @@ __device__ __forceinline__ void load_c(const T *base, int64_t stride_d, int c0, 
   }
 }
 
-template <typename T, int K, bool kVec>
-__global__ void __launch_bounds__(kLanesC * kSegments)
+// A thread owns 4 consecutive channels and scans one time segment, keeping the last K
+// inputs and gradients in registers. Steps are loaded kPrefetch at a time so that several
+// loads are in flight before the first is used.
+template <typename T, int K, bool kVec, bool kSeq>
+__global__ void __launch_bounds__(kLanesC * kSegments, 3)
 conv1d_bwd_scan(const ConvBwdParams p, const int seg_len) {
   constexpr int H = K - 1;
   constexpr int VC = kChannelsPerThread;
@@ -294,112 +336,96 @@ conv1d_bwd_scan(const ConvBwdParams p, const int seg_len) {
   float xw[VC][K] = {}, gw[VC][K] = {};
   int idw[K] = {};
   float dw[VC][K] = {}, db[VC] = {};
-  // g' and ids of steps 0 .. H-1, kept (by compile-time index) for dinitial_states
-  float g_first[VC][H] = {};
-  int id_first[H] = {};
-  const bool first_segment = t0 == 0;
 
   const int t_end = t1 + H;  // the last H steps finish dx of the segment's tail
-  for (int t = t0 - H; t < t_end; ++t) {
-    float xv[VC];
-    if (t >= 0 && t < L) {
-      load_c<T, kVec>(x + t * p.x_t, p.x_d, c0, p.dim, xv);
-    } else {
+  for (int tb = t0 - H; tb < t_end; tb += kPrefetch) {
+    float xs[kPrefetch][VC], gs[kPrefetch][VC];
+    int ids[kPrefetch];
 #pragma unroll
-      for (int i = 0; i < VC; ++i) xv[i] = c0 + i < p.dim ? x_at<T>(p, b, c0 + i, t) : 0.f;
-    }
-    const int id = id_at(p, b, t);
-#pragma unroll
-    for (int m = 0; m < H; ++m) {
-      idw[m] = idw[m + 1];
-#pragma unroll
-      for (int i = 0; i < VC; ++i) xw[i][m] = xw[i][m + 1];
-    }
-    idw[H] = id;
-#pragma unroll
-    for (int i = 0; i < VC; ++i) xw[i][H] = xv[i];
-    if (t < t0) continue;  // priming the input window
-
-    float gv[VC];
-    if (t < L && id >= 0) {
-      load_c<T, kVec>(dout + t * p.dout_t, p.dout_d, c0, p.dim, gv);
-      if (p.silu) {
-#pragma unroll
-        for (int i = 0; i < VC; ++i) {
-          float pre = bias[i];
-#pragma unroll
-          for (int k = 0; k < K; ++k) pre += (idw[k] == id ? w[i][k] * xw[i][k] : 0.f);
-          gv[i] = silu_grad(gv[i], pre);
-        }
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < VC; ++i) gv[i] = 0.f;
-    }
-    if (t < t1) {  // this segment owns output t's dweight/dbias contribution
-#pragma unroll
-      for (int i = 0; i < VC; ++i) {
-        db[i] += gv[i];
-#pragma unroll
-        for (int k = 0; k < K; ++k) dw[i][k] += (idw[k] == id ? gv[i] * xw[i][k] : 0.f);
-      }
-    }
-    if (first_segment && t < H) {
-#pragma unroll
-      for (int m = 0; m < H; ++m) {
-        if (m == t) {
-          id_first[m] = id;
-#pragma unroll
-          for (int i = 0; i < VC; ++i) g_first[i][m] = gv[i];
-        }
-      }
-    }
-#pragma unroll
-    for (int m = 0; m < H; ++m)
-#pragma unroll
-      for (int i = 0; i < VC; ++i) gw[i][m] = gw[i][m + 1];
-#pragma unroll
-    for (int i = 0; i < VC; ++i) gw[i][H] = gv[i];
-
-    const int tp = t - H;  // input step whose gradient is now complete
-    if (tp >= t0 && tp < t1) {
-      float dxv[VC];
-#pragma unroll
-      for (int i = 0; i < VC; ++i) {
-        float acc = 0.f;
-#pragma unroll
-        for (int k = 0; k < K; ++k) acc += (idw[H - k] == idw[0] ? w[i][k] * gw[i][H - k] : 0.f);
-        const int j = tp - (L - H);
-        if (p.has_dfinal && j >= 0 && c0 + i < p.dim) acc += dfinal_at<T>(p, b, c0 + i, j);
-        dxv[i] = acc;
-      }
-      if (kVec && c0 + VC <= p.dim) {
-        store_vec<T, VC>(dx + tp * p.dx_t + c0, dxv);
+    for (int u = 0; u < kPrefetch; ++u) {
+      const int t = tb + u;
+      if (t >= 0 && t < L) {
+        load_c<T, kVec>(x + t * p.x_t, p.x_d, c0, p.dim, xs[u]);
       } else {
 #pragma unroll
         for (int i = 0; i < VC; ++i)
-          if (c0 + i < p.dim) dx[tp * p.dx_t + int64_t(c0 + i) * p.dx_d] = from_f<T>(dxv[i]);
+          xs[u][i] = (t < t_end && c0 + i < p.dim) ? x_at<T>(p, b, c0 + i, t) : 0.f;
       }
+      if (t >= t0 && t < L) {
+        load_c<T, kVec>(dout + t * p.dout_t, p.dout_d, c0, p.dim, gs[u]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < VC; ++i) gs[u][i] = 0.f;
+      }
+      ids[u] = kSeq ? id_at(p, b, t) : 0;
     }
-  }
 
-  if (first_segment && p.want_dinit) {
-    // state slot s feeds output t = s - k through tap k; the slots carry step 0's id
-    const int id_slot = id_at(p, b, -1);
 #pragma unroll
-    for (int i = 0; i < VC; ++i) {
-      if (c0 + i >= p.dim) continue;
+    for (int u = 0; u < kPrefetch; ++u) {
+      const int t = tb + u;
+      if (t >= t_end) break;
+      const int id = ids[u];
 #pragma unroll
-      for (int s = 0; s < H; ++s) {
-        float acc = 0.f;
+      for (int m = 0; m < H; ++m) {
+        idw[m] = idw[m + 1];
 #pragma unroll
-        for (int k = 0; k <= s; ++k) {
-          const int t = s - k;
-          if (t < L) acc += (id_slot == id_first[t] ? w[i][k] * g_first[i][t] : 0.f);
+        for (int i = 0; i < VC; ++i) xw[i][m] = xw[i][m + 1];
+      }
+      idw[H] = id;
+#pragma unroll
+      for (int i = 0; i < VC; ++i) xw[i][H] = xs[u][i];
+      if (t < t0) continue;  // priming the input window
+
+      float gv[VC];
+#pragma unroll
+      for (int i = 0; i < VC; ++i) {
+        float g = gs[u][i];
+        if (kSeq && id < 0) {
+          g = 0.f;
+        } else if (p.silu && t < L) {
+          float pre = bias[i];
+#pragma unroll
+          for (int k = 0; k < K; ++k) pre += (!kSeq || idw[k] == id ? w[i][k] * xw[i][k] : 0.f);
+          g = silu_grad(g, pre);
         }
-        if (p.has_dfinal && s >= L) acc += dfinal_at<T>(p, b, c0 + i, s - L);
-        static_cast<T *>(p.dinit)[b * p.dinit_b + int64_t(c0 + i) * p.dinit_d + s * p.dinit_t] =
-            from_f<T>(acc);
+        gv[i] = g;
+      }
+      if (t < t1) {  // this segment owns output t's dweight/dbias contribution
+#pragma unroll
+        for (int i = 0; i < VC; ++i) {
+          db[i] += gv[i];
+#pragma unroll
+          for (int k = 0; k < K; ++k)
+            dw[i][k] += (!kSeq || idw[k] == id ? gv[i] * xw[i][k] : 0.f);
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < H; ++m)
+#pragma unroll
+        for (int i = 0; i < VC; ++i) gw[i][m] = gw[i][m + 1];
+#pragma unroll
+      for (int i = 0; i < VC; ++i) gw[i][H] = gv[i];
+
+      const int tp = t - H;  // input step whose gradient is now complete
+      if (tp >= t0 && tp < t1) {
+        float dxv[VC];
+#pragma unroll
+        for (int i = 0; i < VC; ++i) {
+          float acc = 0.f;
+#pragma unroll
+          for (int k = 0; k < K; ++k)
+            acc += (!kSeq || idw[H - k] == idw[0] ? w[i][k] * gw[i][H - k] : 0.f);
+          const int j = tp - (L - H);
+          if (p.has_dfinal && j >= 0 && c0 + i < p.dim) acc += dfinal_at<T>(p, b, c0 + i, j);
+          dxv[i] = acc;
+        }
+        if (kVec && c0 + VC <= p.dim) {
+          store_vec<T, VC>(dx + tp * p.dx_t + c0, dxv);
+        } else {
+#pragma unroll
+          for (int i = 0; i < VC; ++i)
+            if (c0 + i < p.dim) dx[tp * p.dx_t + int64_t(c0 + i) * p.dx_d] = from_f<T>(dxv[i]);
+        }
       }
     }
   }
@@ -429,6 +455,51 @@ conv1d_bwd_scan(const ConvBwdParams p, const int seg_len) {
   }
 }
 
+// ------------------------------------------------------------------ initial states
+
+// dinitial_states, one thread per (batch, channel): the K-1 state slots feed outputs
+// 0 .. K-2 only, so their g' is recomputed here instead of carried through the main scan.
+template <typename T, int K>
+__global__ void conv1d_bwd_dinit(const ConvBwdParams p) {
+  constexpr int H = K - 1;
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= int64_t(p.batch) * p.dim) return;
+  const int b = int(idx / p.dim), c = int(idx % p.dim);
+  const int L = p.seqlen;
+  float w[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) w[k] = load_w(p.weight, p.w_dtype, c * p.w_d + k * p.w_k);
+  const float bias = p.has_bias ? load_w(p.bias, p.w_dtype, c * p.bias_d) : 0.f;
+  const T *dout = static_cast<const T *>(p.dout) + b * p.dout_b + c * p.dout_d;
+
+  float g[H];
+  int id_out[H];
+#pragma unroll
+  for (int t = 0; t < H; ++t) {
+    id_out[t] = id_at(p, b, t);
+    g[t] = 0.f;
+    if (t < L && id_out[t] >= 0) {
+      g[t] = to_f<T>(dout[int64_t(t) * p.dout_t]);
+      if (p.silu) {
+        float pre = bias;
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+          pre += (id_at(p, b, t - H + k) == id_out[t] ? w[k] * x_at<T>(p, b, c, t - H + k) : 0.f);
+        g[t] = silu_grad(g[t], pre);
+      }
+    }
+  }
+  const int id_slot = id_at(p, b, -1);
+#pragma unroll
+  for (int s = 0; s < H; ++s) {
+    float acc = 0.f;
+#pragma unroll
+    for (int k = 0; k <= s; ++k) acc += (id_slot == id_out[s - k] ? w[k] * g[s - k] : 0.f);
+    if (p.has_dfinal && s >= L) acc += dfinal_at<T>(p, b, c, s - L);
+    static_cast<T *>(p.dinit)[b * p.dinit_b + c * p.dinit_d + s * p.dinit_t] = from_f<T>(acc);
+  }
+}
+
 // ------------------------------------------------------------------ second stage
 
 template <typename W>
@@ -453,25 +524,38 @@ bool aligned(const void *ptr, int bytes) {
 
 int elem_size(DType dt) { return dt == DType::kFloat32 ? 4 : 2; }
 
+template <typename T, int K, bool kVec, bool kSeq>
+void launch_main(const ConvBwdParams &p, const ConvBwdPlan &plan, cudaStream_t s) {
+  if (plan.channel_first)
+    conv1d_bwd_rows<T, K, kVec, kSeq><<<plan.grid, plan.block, 0, s>>>(p, plan.tiles_per_span);
+  else
+    conv1d_bwd_scan<T, K, kVec, kSeq><<<plan.grid, plan.block, 0, s>>>(p, plan.seg_len);
+}
+
+template <typename T, int K>
+void launch_width(const ConvBwdParams &p, const ConvBwdPlan &plan, cudaStream_t s) {
+  // compile-time switches: vector accesses and packed-sequence masks
+  if (plan.vectorized) {
+    if (p.has_seq_idx) launch_main<T, K, true, true>(p, plan, s);
+    else launch_main<T, K, true, false>(p, plan, s);
+  } else {
+    if (p.has_seq_idx) launch_main<T, K, false, true>(p, plan, s);
+    else launch_main<T, K, false, false>(p, plan, s);
+  }
+  if (p.want_dinit) {
+    const int64_t n = int64_t(p.batch) * p.dim;
+    conv1d_bwd_dinit<T, K><<<unsigned((n + 127) / 128), 128, 0, s>>>(p);
+  }
+}
+
 template <typename T>
 cudaError_t launch_typed(const ConvBwdParams &p, const ConvBwdPlan &plan, cudaStream_t s) {
-#define CONV1D_LAUNCH(KW, VEC)                                                              \
-  if (plan.channel_first)                                                                   \
-    conv1d_bwd_rows<T, KW, VEC><<<plan.grid, plan.block, 0, s>>>(p);                        \
-  else                                                                                      \
-    conv1d_bwd_scan<T, KW, VEC><<<plan.grid, plan.block, 0, s>>>(p, plan.seg_len);
-#define CONV1D_WIDTH(KW)                                                                    \
-  case KW:                                                                                  \
-    if (plan.vectorized) { CONV1D_LAUNCH(KW, true) } else { CONV1D_LAUNCH(KW, false) }    \
-    break;
   switch (p.width) {
-    CONV1D_WIDTH(2)
-    CONV1D_WIDTH(3)
-    CONV1D_WIDTH(4)
+    case 2: launch_width<T, 2>(p, plan, s); break;
+    case 3: launch_width<T, 3>(p, plan, s); break;
+    case 4: launch_width<T, 4>(p, plan, s); break;
     default: return cudaErrorInvalidValue;
   }
-#undef CONV1D_WIDTH
-#undef CONV1D_LAUNCH
   return cudaGetLastError();
 }
 
@@ -483,17 +567,20 @@ ConvBwdPlan conv1d_bwd_plan(const ConvBwdParams &p) {
   plan.channel_first = p.x_t == 1 && p.dim > 0;
   if (plan.channel_first) {
     const int E = 16 / es;
-    const int64_t warp_steps = 32 * E;
-    const int nwarps = int(std::min<int64_t>(4, std::max<int64_t>(1, (p.seqlen + warp_steps - 1) / warp_steps)));
-    const int64_t spans = (p.seqlen + nwarps * warp_steps - 1) / (nwarps * warp_steps);
+    const int64_t tile = 32 * E;
+    const int64_t ntiles = (p.seqlen + tile - 1) / tile;
+    const int64_t rows = int64_t(p.batch) * p.dim;
+    // rows are independent warps; split long rows into spans of up to 8 tiles so that
+    // short batches still fill the GPU (each span adds one workspace row per channel)
+    plan.tiles_per_span = int(std::min<int64_t>(ntiles, 8));
+    const int64_t spans = (ntiles + plan.tiles_per_span - 1) / plan.tiles_per_span;
     plan.vectorized = p.dout_t == 1 && p.dx_t == 1 && p.x_b % E == 0 && p.x_d % E == 0 &&
                       p.dout_b % E == 0 && p.dout_d % E == 0 && p.dx_b % E == 0 &&
                       p.dx_d % E == 0 && aligned(p.x, 16) && aligned(p.dout, 16) &&
                       aligned(p.dx, 16);
-    plan.grid = dim3(unsigned(int64_t(p.batch) * p.dim), unsigned(spans), 1);
-    plan.block = dim3(32 * nwarps);
+    plan.grid = dim3(unsigned((rows + 3) / 4), unsigned(spans), 1);
+    plan.block = dim3(128);
     plan.parts = int(p.batch * spans);
-    plan.seg_len = 0;
   } else {
     const int VC = kChannelsPerThread;
     // long segments amortise the K-1 halo steps; short sequences still fill the GPU

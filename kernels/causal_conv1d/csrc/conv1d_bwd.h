@@ -38,6 +38,7 @@ struct ConvBwdPlan {
   int parts;           // rows of the workspace
   dim3 grid, block;
   int seg_len;         // channel-last: time steps per thread
+  int tiles_per_span;  // channel-first: warp tiles (32 x 16 bytes of steps) per warp
 };
 
 ConvBwdPlan conv1d_bwd_plan(const ConvBwdParams &p);
