@@ -1,0 +1,25 @@
+"""The CUDA sources compile with nvcc alone (no torch, no GPU), for sm_90, and ptxas
+reports no register spills: a broken or spilling kernel fails CI although CI has no GPU."""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+CSRC = Path(__file__).resolve().parents[1] / "kernels" / "causal_conv1d" / "csrc"
+NVCC = shutil.which("nvcc")
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+@pytest.mark.parametrize("source", sorted(CSRC.glob("*.cu")), ids=lambda p: p.name)
+def test_compiles_for_sm90_without_spills(source, tmp_path):
+    r = subprocess.run([NVCC, "-c", "-std=c++17", "-O3", "--use_fast_math",
+                        "-gencode=arch=compute_90,code=sm_90", "-Xptxas", "-v",
+                        str(source), "-o", str(tmp_path / "k.o")],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", r.stderr)]
+    assert spills, "ptxas printed no resource report"
+    assert max(spills) == 0, f"register spills: {sorted(set(spills))} bytes"
