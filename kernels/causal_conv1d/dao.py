@@ -8,6 +8,7 @@ reductions, v1.6.0+).
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from suite.registry import implementation
@@ -52,30 +53,29 @@ _common = dict(kind="vendor", devices=("cuda",), supports=supports, version=VERS
                enabled=not WHY_NOT, disabled_reason=WHY_NOT)
 
 
-@implementation("causal_conv1d", "dao", deterministic=False, **_common)
-def dao(*, out, **kw):
-    """Dao's causal-conv1d backward, default mode (atomicAdd dweight/dbias)"""
+@contextlib.contextmanager
+def _deterministic_mode(on: bool):
+    """Dao's C++ reads CAUSAL_CONV1D_DETERMINISTIC on every call ('1' on, '0' off)."""
     old = os.environ.get("CAUSAL_CONV1D_DETERMINISTIC")
-    os.environ["CAUSAL_CONV1D_DETERMINISTIC"] = "0"
+    os.environ["CAUSAL_CONV1D_DETERMINISTIC"] = "1" if on else "0"
     try:
-        _call(out=out, **kw)
+        yield
     finally:
-        _restore(old)
+        if old is None:
+            os.environ.pop("CAUSAL_CONV1D_DETERMINISTIC", None)
+        else:
+            os.environ["CAUSAL_CONV1D_DETERMINISTIC"] = old
+
+
+@implementation("causal_conv1d", "dao", deterministic=False, **_common)
+def dao(**kw):
+    """Dao's causal-conv1d backward, default mode (atomicAdd dweight/dbias)"""
+    with _deterministic_mode(False):
+        _call(**kw)
 
 
 @implementation("causal_conv1d", "dao_det", deterministic=True, **_common)
-def dao_det(*, out, **kw):
+def dao_det(**kw):
     """Dao's causal-conv1d backward, deterministic mode (workspace reductions)"""
-    old = os.environ.get("CAUSAL_CONV1D_DETERMINISTIC")
-    os.environ["CAUSAL_CONV1D_DETERMINISTIC"] = "1"
-    try:
-        _call(out=out, **kw)
-    finally:
-        _restore(old)
-
-
-def _restore(old):
-    if old is None:
-        os.environ.pop("CAUSAL_CONV1D_DETERMINISTIC", None)
-    else:
-        os.environ["CAUSAL_CONV1D_DETERMINISTIC"] = old
+    with _deterministic_mode(True):
+        _call(**kw)
