@@ -20,6 +20,7 @@ from typing import Mapping
 import torch
 
 from golden import causal_conv1d as golden
+from ops.causal_conv1d_diagnosis import SPEC as DIAGNOSIS
 from suite import inputs as mk
 from suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass, call_once
 from suite.params import Param, ParamSet
@@ -289,4 +290,5 @@ SPEC = register_op(OpSpec(
     bytes=compulsory_bytes,
     flops=flops,
     invoke=invoke,
+    diagnosis=DIAGNOSIS,
 ))

@@ -101,6 +101,10 @@ class OpSpec:
     dtype_param: str = "dtype"
     # the implementation whose same-dtype error sizes the tolerance (see suite/tolerances)
     yardstick: str = "torch_ref"
+    # what the op's axes and features mean to the failure diagnosis: a
+    # suite.diagnosis.DiagnosisSpec (regions, reference terms, features, causes, rules);
+    # None: failing items get no localisation
+    diagnosis: Optional[Any] = None
 
     tags: tuple = field(default=())
 

@@ -1,9 +1,10 @@
 """Results store: one parquet file per run, one row per (case, implementation).
 
-The schema is one explicit constant with a version in its metadata (asv's habit): a file
-of another version is refused with a one-line error, never misread. The writer rewrites
-the file under a temporary name and renames it as rows arrive (at most once a second, and
-always at close), so a crash or Ctrl-C keeps every finished row.
+The schema is one explicit constant with a version in its metadata (asv's habit). A file
+of an older version is upgraded in memory by numbered migration steps (`_MIGRATIONS`,
+one per version); a newer one is refused with a one-line error, never misread. The
+writer rewrites the file under a temporary name and renames it as rows arrive (at most
+once a second, and always at close), so a crash or Ctrl-C keeps every finished row.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pyarrow.parquet as pq
 
 from suite.errors import SuiteInputError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 OUTPUT_STRUCT = pa.struct([
     ("name", pa.string()), ("tol_class", pa.string()), ("numel", pa.int64()),
@@ -32,6 +33,18 @@ OUTPUT_STRUCT = pa.struct([
     ("cond_err", pa.float64()), ("allowed", pa.float64()), ("max_abs", pa.float64()), ("max_rel", pa.float64()),
     ("rel_l2", pa.float64()), ("n_bad", pa.int64()), ("n_nonfinite", pa.int64()),
     ("n_unwritten", pa.int64()), ("worst_index", pa.string()),
+])
+
+# One struct per (wrong output, region) holding some of its wrong elements (suite/diagnosis)
+LOCATION_STRUCT = pa.struct([
+    ("output", pa.string()), ("region", pa.string()), ("n_bad", pa.int64()),
+    ("n_region", pa.int64()), ("share", pa.float64()), ("density", pa.float64()),
+    ("coverage", pa.float64()),
+])
+# One struct per (wrong output, reference term): error ~ coef * term, residual left
+TERM_STRUCT = pa.struct([
+    ("output", pa.string()), ("term", pa.string()), ("coef", pa.float64()),
+    ("residual", pa.float64()),
 ])
 
 # Keep in step with the "Results schema" table in README.md (a test compares them).
@@ -50,6 +63,9 @@ SCHEMA = pa.schema([
     # verdict
     ("verdict", pa.string()), ("failure_kind", pa.string()), ("reason", pa.string()),
     ("outputs", pa.list_(OUTPUT_STRUCT)),
+    # diagnosis of failing items (null / empty on the others; added in version 2)
+    ("diagnosis", pa.string()), ("diagnosis_cause", pa.string()),
+    ("error_locations", pa.list_(LOCATION_STRUCT)), ("error_terms", pa.list_(TERM_STRUCT)),
     ("determinism", pa.string()), ("det_repeats", pa.int32()), ("det_spread", pa.float64()),
     # timing
     ("timing_method", pa.string()), ("time_samples_s", pa.list_(pa.float64())),
@@ -162,7 +178,25 @@ def _files(paths: Iterable) -> list[Path]:
     return files
 
 
+def _add_null_columns(table: pa.Table, names: Iterable[str]) -> pa.Table:
+    for name in names:
+        table = table.append_column(SCHEMA.field(name),
+                                    pa.nulls(table.num_rows, SCHEMA.field(name).type))
+    return table
+
+
+def _v1_to_v2(table: pa.Table) -> pa.Table:
+    """Version 2 added the diagnosis columns; version-1 rows have none (null)."""
+    return _add_null_columns(table, ("diagnosis", "diagnosis_cause", "error_locations",
+                                     "error_terms"))
+
+
+# version N -> the step that turns a version-N table into version N+1
+_MIGRATIONS = {1: _v1_to_v2}
+
+
 def read_table(path: Path) -> pa.Table:
+    """One results file as a table of the current schema (older versions upgraded)."""
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowInvalid) as e:
@@ -170,10 +204,19 @@ def read_table(path: Path) -> pa.Table:
     version = (table.schema.metadata or {}).get(b"bwd_suite_schema_version")
     if version is None:
         raise SuiteInputError(str(path), "not a bwd-suite results file (no schema version)")
-    if int(version) != SCHEMA_VERSION:
-        raise SuiteInputError(str(path), f"schema version {int(version)}, this suite reads "
-                                         f"version {SCHEMA_VERSION}")
-    return table
+    version = int(version)
+    if version > SCHEMA_VERSION:
+        raise SuiteInputError(str(path), f"schema version {version}, newer than this suite "
+                                         f"reads (up to version {SCHEMA_VERSION})")
+    if version == SCHEMA_VERSION:
+        return table
+    for step in range(version, SCHEMA_VERSION):
+        if step not in _MIGRATIONS:
+            raise SuiteInputError(str(path), f"schema version {version} cannot be upgraded "
+                                             f"to version {SCHEMA_VERSION}")
+        table = _MIGRATIONS[step](table)
+    # the current column order, types and metadata, so that files of any version concat
+    return table.select(SCHEMA.names).cast(SCHEMA)
 
 
 def read_results(paths: Iterable, columns: Optional[list] = None):

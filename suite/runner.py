@@ -4,7 +4,9 @@ Per case, once: inputs in the case dtype and layout, the float64 golden of those
 values, and the yardstick implementation's error. Per implementation: a call into
 poisoned outputs, the input-unchanged check, the per-output verdicts, R-1 repeat calls
 for determinism, then timing of the backward call alone. An implementation that raises
-gets verdict `error` with its message; the run goes on.
+gets verdict `error` with its message; the run goes on. A failing item whose op has a
+diagnosis hook gets its wrong elements localised and a one-line likely cause
+(suite/diagnosis.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import torch
 
 from suite import registry
 from suite.cases import Case
+from suite.diagnosis import diagnose_item, empty_row_fields
 from suite.inputs import DTYPES, generator, perturbed, poison_
 from suite.opspec import CaseInputs, OpSpec, call_once
 from suite.registry import Implementation
@@ -69,6 +72,7 @@ class CaseContext:
                    (v.to(gd) if isinstance(v, torch.Tensor) else v))
                for k, v in self.inputs.tensors.items()}
         self.golden = self.spec.golden(**f64, **self.inputs.attrs)
+        self.f64 = f64  # the inputs the golden saw, for the diagnosis of failing items
         self.outputs = list(self.spec.outputs(p))
         self.cond_errs = self._conditioning(f64)
         missing = {o.name for o in self.outputs} - set(self.golden)
@@ -111,7 +115,7 @@ def _base_row(env: Mapping, case: Case, impl: Implementation, spec: OpSpec) -> d
                 timing_method=None, time_samples_s=[], time_median_s=None, time_iqr_s=None,
                 time_warmup=None, l2_flush=None, bytes=spec.bytes(p), flops=spec.flops(p),
                 gbps=None, copy_gbps=None, frac_copy_bw=None, arith_intensity=None,
-                bound=None, peak_mem_bytes=None, duration_s=None)
+                bound=None, peak_mem_bytes=None, duration_s=None, **empty_row_fields())
 
 
 def _timed_call(spec: OpSpec, impl: Implementation, ctx: CaseContext):
@@ -183,6 +187,7 @@ def run_item(ctx: CaseContext, impl: Implementation, env: Mapping, ceilings: Cei
     if failures:
         row.update(verdict=Verdict.FAIL.value, failure_kind=failures[0][0].value,
                    reason="; ".join(m for _, m in failures))
+        row.update(_diagnosis(ctx, first, checks))
     else:
         row["verdict"] = Verdict.PASS.value
 
@@ -197,6 +202,19 @@ def run_item(ctx: CaseContext, impl: Implementation, env: Mapping, ceilings: Cei
                    arith_intensity=roof.arith_intensity, bound=roof.bound)
     row["duration_s"] = time.perf_counter() - started
     return row
+
+
+def _diagnosis(ctx: CaseContext, outputs: Mapping, checks: list) -> dict:
+    """Localisation and likely cause of the wrong outputs (op hook), never fatal."""
+    spec = ctx.spec
+    if spec.diagnosis is None or not any(c.failure for c in checks):
+        return {}
+    try:
+        found = diagnose_item(spec.diagnosis, ctx.case.params, ctx.f64, ctx.inputs.attrs,
+                              ctx.golden, outputs, checks)
+    except Exception as e:  # noqa: BLE001 - a diagnosis bug must not lose the verdict
+        return {"diagnosis": f"diagnosis failed: {type(e).__name__}: {e}"}
+    return found.row_fields()
 
 
 def run_case(spec: OpSpec, case: Case, impls: list, opts: RunOptions, env: Mapping,

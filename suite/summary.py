@@ -1,5 +1,6 @@
 """The terminal summary of a run: verdict counts and speed per (op, implementation),
-then the failures with their reasons."""
+then the failures with their reasons and one-line diagnoses, then the likely cause per
+failing implementation across the run (suite/diagnosis.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,16 @@ def _geomean(values):
 
 def _fmt(v, spec):
     return format(v, spec) if v is not None else "-"
+
+
+def _run_diagnoses(rows: list) -> list:
+    """One line per failing implementation: its likely cause across all its items."""
+    from suite.diagnosis import diagnose_run
+
+    found = [d for d in diagnose_run(rows) if d.n_failed]
+    if not found:
+        return []
+    return ["\nlikely causes across the run:"] + [f"  {d.impl}: {d.text}" for d in found]
 
 
 def render(rows: Iterable[dict]) -> str:
@@ -47,6 +58,9 @@ def render(rows: Iterable[dict]) -> str:
         for r in bad[:MAX_FAILURES_SHOWN]:
             lines.append(f"  {r['verdict'].upper():5} {r['impl']} {r['case_id']}")
             lines.append(f"        {r['reason'][:400]}")
+            if r.get("diagnosis"):
+                lines.append(f"        diagnosis: {r['diagnosis'][:400]}")
+        lines += _run_diagnoses(rows)
     lines.append("\nframe: 'frac copy' is the geometric mean over passing items of GB/s "
                  "(compulsory bytes / median time) over the measured copy bandwidth.")
     return "\n".join(lines)

@@ -138,8 +138,8 @@ def check_output(spec: OutputSpec, actual: torch.Tensor, golden: torch.Tensor,
                    f"{n_bad} of {numel} elements beyond")
     return OutputCheck(name=name, tol_class=spec.tol_class.value, numel=numel, scale=scale,
                        err=err, ref_err=ref_err, cond_err=cond_err, allowed=allowed,
-                       max_abs=max_abs,                       max_rel=max_rel, rel_l2=rel_l2, n_bad=n_bad, n_nonfinite=n_nonfinite,
-                       n_unwritten=n_unwritten, worst_index=worst, failure=failure,
+                       max_abs=max_abs, max_rel=max_rel, rel_l2=rel_l2, n_bad=n_bad,
+                       n_nonfinite=n_nonfinite,                       n_unwritten=n_unwritten, worst_index=worst, failure=failure,
                        message=message)
 
 

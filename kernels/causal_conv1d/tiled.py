@@ -7,8 +7,9 @@ outputs only, adding the dfinal_states copy path into dx, and computing dinitial
 the first tile. Arithmetic is fp32 with one rounding at the store; dweight and dbias are
 per-tile partials summed in a fixed order, so the result is bitwise reproducible.
 
-`Bugs` lists the deliberate defects the mutants in kernels/mutants/ plant in this model,
-each a one-line change in the place a real port gets it wrong.
+`Bug` lists the deliberate defects the mutants in kernels/mutants/ plant in this model,
+each a one-line change in the place a real port gets it wrong. With no bugs every branch
+below takes the unmutated path, whose arithmetic is unchanged by the bug switches.
 """
 
 from __future__ import annotations
@@ -28,6 +29,26 @@ class Bug(enum.Enum):
     HALO_IN_DWEIGHT = "the halo outputs are also counted in this tile's dweight"
     NO_DFINAL = "the dfinal_states copy path into dx and dinitial_states is missing"
     MASK_IGNORED_IN_DX = "the dx gather ignores seq_idx, so taps cross packed boundaries"
+    SILU_NO_BIAS = "the SiLU pre-activation is recomputed without the bias"
+    SILU_WRONG_DERIVATIVE = "SiLU's derivative is taken as sigmoid(pre), dropping pre*s*(1-s)"
+    SILU_NO_INPUT_HALO = ("the recompute reads the inputs right of the tile as zeros (only "
+                          "the forward's left halo is loaded), so the halo outputs' "
+                          "pre-activations are wrong")
+    DFINAL_TIMES_WEIGHT = "dfinal_states enters dx multiplied by the current-token weight"
+    DFINAL_TIMES_SILU_GRAD = "dfinal_states enters dx multiplied by SiLU's derivative"
+    SHORT_SEQ_NO_STATE = ("with L < K-1 the dfinal_states contributions (to dx and to "
+                          "dinitial_states) are dropped: the state code assumes L >= K-1")
+    DINIT_NO_DFINAL = ("dinitial_states misses the dfinal_states pass-through of the state "
+                       "slots that survive into final_states (i >= L when L < K-1)")
+    MASK_SOURCE_ID = ("the dx gather takes the mask row of the source position p, comparing "
+                      "id[p-j] with id[p], instead of the target output p+j's row")
+    DWEIGHT_NO_MASK = "dweight ignores seq_idx: taps across packed boundaries are summed"
+    PADDING_NOT_MASKED = "upstream gradients at padding positions (seq_idx < 0) are not zeroed"
+    DWEIGHT_BATCH0_ONLY = "the dweight reduction keeps batch 0 only (later batches are lost)"
+    TAIL_NOT_ZEROED = ("gradients past the sequence end are clamped loads of the last step "
+                       "instead of zeros")
+    CL_TAIL_DWEIGHT = ("channel-last: the dweight of the last, partial vector of 8 channels "
+                       "is dropped by the vectorised reduction")
 
 
 def _ids_extended(seq_idx, has_init, K, B, L, device):
@@ -52,8 +73,13 @@ def backward_tiled(x, weight, bias, dout, seq_idx, initial_states, dfinal_states
     ids = _ids_extended(seq_idx, initial_states is not None, K, B, L, x.device)
     if ids is not None:
         ids = torch.cat([ids, ids.new_full((B, H), -1)], dim=1)
-    g_full = torch.cat([dout.float(), dout.new_zeros(B, D, H, dtype=f32)], dim=-1)
+    past_end = dout.new_zeros(B, D, H, dtype=f32)
+    if Bug.TAIL_NOT_ZEROED in bugs:
+        past_end = dout[..., -1:].float().expand(B, D, H)
+    g_full = torch.cat([dout.float(), past_end], dim=-1)
     dF = dfinal_states.float() if dfinal_states is not None and Bug.NO_DFINAL not in bugs else None
+    if Bug.SHORT_SEQ_NO_STATE in bugs and L < H:
+        dF = None
 
     dx = torch.empty(B, D, L, dtype=f32, device=x.device)
     dinit = None
@@ -73,17 +99,32 @@ def backward_tiled(x, weight, bias, dout, seq_idx, initial_states, dfinal_states
         g = g_full[..., a:a + m].clone()
         if Bug.NO_RIGHT_HALO in bugs:
             g[..., n:] = 0
+        dsilu = None
         if activation == "silu":
-            pre = (win * mask * w[None, :, None, :]).sum(-1)
-            if b is not None:
+            xwin = win
+            if Bug.SILU_NO_INPUT_HALO in bugs:  # inputs at or after e read as zeros
+                xr = xc[..., a:a + m + H].clone()
+                xr[..., n + H:] = 0
+                xwin = xr.unfold(-1, K, 1)
+            pre = (xwin * mask * w[None, :, None, :]).sum(-1)
+            if b is not None and Bug.SILU_NO_BIAS not in bugs:
                 pre = pre + b[None, :, None]
             s = torch.sigmoid(pre)
-            g = g * s * (1 + pre * (1 - s))
-        if id_out is not None:
+            if Bug.SILU_WRONG_DERIVATIVE in bugs:
+                g = g * s
+            else:
+                g = g * s * (1 + pre * (1 - s))
+            if Bug.DFINAL_TIMES_SILU_GRAD in bugs:
+                dsilu = s * (1 + pre * (1 - s))
+        if id_out is not None and Bug.PADDING_NOT_MASKED not in bugs:
             g = g.masked_fill((id_out < 0).unsqueeze(1), 0)
 
         own = m if Bug.HALO_IN_DWEIGHT in bugs else n
-        dw_parts.append((win[..., :own, :] * mask[..., :own, :] * g[..., :own, None]).sum((0, 2)))
+        wmask = torch.ones_like(mask) if Bug.DWEIGHT_NO_MASK in bugs else mask
+        prod = win[..., :own, :] * wmask[..., :own, :] * g[..., :own, None]
+        if Bug.DWEIGHT_BATCH0_ONLY in bugs:
+            prod = prod[:1]
+        dw_parts.append(prod.sum((0, 2)))
         db_parts.append(g[..., :n].sum((0, 2)))
 
         # dx[p] = sum_k M[p+H-k, k] w[k] g[p+H-k]: gather from outputs at or after p
@@ -91,11 +132,17 @@ def backward_tiled(x, weight, bias, dout, seq_idx, initial_states, dfinal_states
         acc = torch.zeros(B, D, n, dtype=f32, device=x.device)
         for k in range(K):
             j = H - k  # output offset from input position
-            acc += dmask[..., j:j + n, k] * w[None, :, k, None] * g[..., j:j + n]
+            rows = slice(0, n) if Bug.MASK_SOURCE_ID in bugs else slice(j, j + n)
+            acc += dmask[..., rows, k] * w[None, :, k, None] * g[..., j:j + n]
         if dF is not None:
             lo = max(a, L - H)
             if lo < e:
-                acc[..., lo - a:] += dF[..., lo - (L - H):e - (L - H)]
+                dfin = dF[..., lo - (L - H):e - (L - H)]
+                if Bug.DFINAL_TIMES_WEIGHT in bugs:
+                    dfin = dfin * w[None, :, K - 1, None]
+                if dsilu is not None:
+                    dfin = dfin * dsilu[..., lo - a:e - a]
+                acc[..., lo - a:] += dfin
         dx[..., a:e] = acc
 
         if a == 0 and initial_states is not None:
@@ -106,12 +153,15 @@ def backward_tiled(x, weight, bias, dout, seq_idx, initial_states, dfinal_states
                     t = i - k  # output index relative to the tile start (a == 0)
                     if 0 <= t < m:
                         dinit[..., i] += mask[..., t, k] * w[None, :, k] * g[..., t]
-            if dF is not None:
+            if dF is not None and Bug.DINIT_NO_DFINAL not in bugs:
                 for i in range(L, H):
                     dinit[..., i] += dF[..., i - L]
 
     out["dx"].copy_(dx)
-    out["dweight"].copy_(torch.stack(dw_parts).sum(0))
+    dweight = torch.stack(dw_parts).sum(0)
+    if Bug.CL_TAIL_DWEIGHT in bugs and x.stride(1) == 1 and x.stride(2) > 1:
+        dweight[D // 8 * 8:] = 0
+    out["dweight"].copy_(dweight)
     if "dbias" in out:
         out["dbias"].copy_(torch.stack(db_parts).sum(0))
     if "dinitial_states" in out:

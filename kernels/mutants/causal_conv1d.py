@@ -1,38 +1,118 @@
-"""Deliberately broken causal conv1d backwards: each plants one bug from seed 000's
-symptom table into the tiled model (kernels/causal_conv1d/tiled.py). The suite must fail
-every one of them on the default CI cases; a mutant that passes is a suite failure (see
-tests/test_mutants.py). Registered with kind "mutant", so runs skip them unless asked
-(`--include-mutants` or `--impl <name>`).
+"""Deliberately broken causal conv1d backwards: each plants one bug of seed 000's symptom
+table (and a few more a port gets wrong) into the tiled model
+(kernels/causal_conv1d/tiled.py), one `Bug` switch each.
+
+The suite must fail every one on the default CI cases (mutation score 100%), and its
+diagnosis should name the planted cause: each mutant's function carries
+`planted_cause`, a value of `ops.causal_conv1d_diagnosis.Cause`, which
+`python -m suite mutants` and tests/test_mutants.py compare with the diagnosis.
+Registered with kind "mutant", so runs skip them unless asked (`--include-mutants`,
+`--impl <name>` or `python -m suite mutants`).
 """
 
 from __future__ import annotations
 
-from kernels.causal_conv1d.tiled import Bug, backward_tiled
+from dataclasses import dataclass
+
+from kernels.causal_conv1d.tiled import TILE, Bug, backward_tiled
+from ops.causal_conv1d_diagnosis import Cause
 from suite.registry import implementation
 
 
-def _mutant(name: str, bug: Bug, symptom: str):
-    def fn(**kw):
-        backward_tiled(**kw, bugs=frozenset({bug}))
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    bug: Bug
+    cause: Cause  # what the diagnosis must name
+    symptom: str  # what the suite must see
+    tile: int = TILE
 
-    fn.__doc__ = f"{bug.value}: {symptom}"
-    fn.__name__ = name
-    implementation("causal_conv1d", name, kind="mutant", deterministic=True)(fn)
+
+def _register(m: Mutant):
+    def fn(**kw):
+        backward_tiled(**kw, tile=m.tile, bugs=frozenset({m.bug}))
+
+    fn.__doc__ = f"{m.bug.value}. Symptom: {m.symptom}"
+    fn.__name__ = m.name
+    fn.planted_cause = m.cause.value
+    fn.mutant = m
+    implementation("causal_conv1d", m.name, kind="mutant", deterministic=True)(fn)
     return fn
 
 
-missing_right_halo = _mutant(
-    "mutant_missing_right_halo", Bug.NO_RIGHT_HALO,
-    "dx wrong in the last K-1 positions of every tile but the last")
-halo_twice_in_dweight = _mutant(
-    "mutant_halo_twice_in_dweight", Bug.HALO_IN_DWEIGHT,
-    "dx right, dweight too large by the halo outputs, growing with the number of tiles")
-missing_dfinal_path = _mutant(
-    "mutant_missing_dfinal_path", Bug.NO_DFINAL,
-    "dx wrong in the last K-1 positions and dinitial_states wrong when L < K-1, only "
-    "with final states (chunked runs)")
-mask_crosses_boundary = _mutant(
-    "mutant_mask_crosses_boundary", Bug.MASK_IGNORED_IN_DX,
-    "dx wrong next to packed-sequence boundaries")
+missing_right_halo = _register(Mutant(
+    "mutant_missing_right_halo", Bug.NO_RIGHT_HALO, Cause.RIGHT_HALO,
+    "dx wrong in the last K-1 positions of every 64-step tile but the last; dweight, "
+    "dbias right"))
+missing_right_halo_tile128 = _register(Mutant(
+    "mutant_missing_right_halo_tile128", Bug.NO_RIGHT_HALO, Cause.RIGHT_HALO,
+    "dx wrong in the last K-1 positions of every 128-step tile (Dao's tile for L > 128) "
+    "but the last", tile=128))
+halo_twice_in_dweight = _register(Mutant(
+    "mutant_halo_twice_in_dweight", Bug.HALO_IN_DWEIGHT, Cause.HALO_IN_DWEIGHT,
+    "dx right; dweight too large by the halo outputs' contribution, growing with the "
+    "number of tiles; only when L > 64"))
+missing_dfinal_path = _register(Mutant(
+    "mutant_missing_dfinal_path", Bug.NO_DFINAL, Cause.DFINAL_PATH,
+    "dx wrong in the last K-1 positions (of the sequence, and of every chunk in chunked "
+    "runs) by exactly -dfinal_states; dinitial_states wrong when L < K-1"))
+mask_crosses_boundary = _register(Mutant(
+    "mutant_mask_crosses_boundary", Bug.MASK_IGNORED_IN_DX, Cause.PACKED_MASK,
+    "dx wrong within K-1 steps before packed-sequence boundaries; dweight, dbias right"))
+silu_recompute_without_bias = _register(Mutant(
+    "mutant_silu_recompute_without_bias", Bug.SILU_NO_BIAS, Cause.SILU_RECOMPUTE_BIAS,
+    "every output wrong everywhere, only with SiLU and bias; SiLU without bias and "
+    "activation none pass"))
+wrong_silu_derivative = _register(Mutant(
+    "mutant_wrong_silu_derivative", Bug.SILU_WRONG_DERIVATIVE, Cause.SILU_DERIVATIVE,
+    "every output wrong everywhere, only with SiLU (with or without bias)"))
+silu_recompute_missing_right_halo = _register(Mutant(
+    "mutant_silu_recompute_missing_right_halo", Bug.SILU_NO_INPUT_HALO,
+    Cause.SILU_HALO_RECOMPUTE,
+    "dx wrong in the last K-1 positions of every tile but the last, only with SiLU; the "
+    "error is not minus the halo's contribution (the halo is read, its delta is wrong)"))
+dfinal_times_weight = _register(Mutant(
+    "mutant_dfinal_times_weight", Bug.DFINAL_TIMES_WEIGHT, Cause.DFINAL_SCALED,
+    "dx wrong in the last K-1 positions (and at chunk edges) by (w[K-1]-1) x dfinal_states, "
+    "only with a dfinal_states gradient"))
+dfinal_times_silu_derivative = _register(Mutant(
+    "mutant_dfinal_times_silu_derivative", Bug.DFINAL_TIMES_SILU_GRAD, Cause.DFINAL_SCALED,
+    "dx wrong in the last K-1 positions (and at chunk edges) by (silu'-1) x dfinal_states, "
+    "only with SiLU and a dfinal_states gradient"))
+short_seq_state_dropped = _register(Mutant(
+    "mutant_short_seq_state_dropped", Bug.SHORT_SEQ_NO_STATE, Cause.SHORT_SEQ_STATE,
+    "dx (and dinitial_states) wrong only when a call is shorter than K-1 with a "
+    "dfinal_states gradient (short sequences, chunks of 1-2 steps); L >= K-1 passes"))
+dinit_missing_dfinal_path = _register(Mutant(
+    "mutant_dinit_missing_dfinal_path", Bug.DINIT_NO_DFINAL, Cause.DINIT_DFINAL,
+    "dinitial_states wrong in the slots i >= L, only when L < K-1 with initial and final "
+    "states; in chunked runs the dx before a short chunk"))
+mask_source_id = _register(Mutant(
+    "mutant_mask_source_id", Bug.MASK_SOURCE_ID, Cause.PACKED_MASK,
+    "dx wrong within K-1 steps of packed-sequence boundaries (and of the sequence start "
+    "without initial states), only with seq_idx"))
+seq_idx_ignored_in_dweight = _register(Mutant(
+    "mutant_seq_idx_ignored_in_dweight", Bug.DWEIGHT_NO_MASK, Cause.DWEIGHT_MASK,
+    "dx and dbias right; dweight off by the taps across packed boundaries, only with "
+    "seq_idx"))
+padding_not_masked = _register(Mutant(
+    "mutant_padding_not_masked", Bug.PADDING_NOT_MASKED, Cause.PADDING,
+    "dx wrong at padding positions, dweight and dbias wrong, only with padding ids"))
+batch_lost_in_dweight = _register(Mutant(
+    "mutant_batch_lost_in_dweight", Bug.DWEIGHT_BATCH0_ONLY, Cause.BATCH_REDUCTION,
+    "dx and dbias right; dweight misses the contributions of batches > 0; batch 1 passes"))
+tail_gradients_not_zeroed = _register(Mutant(
+    "mutant_tail_gradients_not_zeroed", Bug.TAIL_NOT_ZEROED, Cause.OUT_OF_RANGE,
+    "dx wrong in the last K-1 positions of the sequence (and of every chunk), also "
+    "without final states; packed runs pass (ids past the end are padding)"))
+channel_tail_dweight_dropped = _register(Mutant(
+    "mutant_channel_tail_dweight_dropped", Bug.CL_TAIL_DWEIGHT, Cause.CHANNEL_TAIL,
+    "dweight wrong in the channels past the last full vector of 8, only channel-last with "
+    "dim not a multiple of 8"))
 
-ALL = (missing_right_halo, halo_twice_in_dweight, missing_dfinal_path, mask_crosses_boundary)
+ALL = (missing_right_halo, missing_right_halo_tile128, halo_twice_in_dweight,
+       missing_dfinal_path, mask_crosses_boundary, silu_recompute_without_bias,
+       wrong_silu_derivative, silu_recompute_missing_right_halo, dfinal_times_weight,
+       dfinal_times_silu_derivative, short_seq_state_dropped, dinit_missing_dfinal_path,
+       mask_source_id, seq_idx_ignored_in_dweight, padding_not_masked, batch_lost_in_dweight,
+       tail_gradients_not_zeroed, channel_tail_dweight_dropped)

@@ -1,0 +1,160 @@
+"""A log-log scatter chart as plain geometry for an inline SVG: time against bytes, one
+colour per implementation, and a line per measured copy bandwidth (time = bytes / BW).
+All coordinates are computed here; the template only draws them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+from reports import fmt
+
+WIDTH, HEIGHT = 760, 440
+LEFT, RIGHT, TOP, BOTTOM = 70, 20, 20, 50  # margins for tick labels
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+           "#17becf", "#7f7f7f", "#bcbd22")
+MAX_DECADES_BELOW = 2  # how far the y axis may extend below the points to show a line
+
+
+@dataclass(frozen=True)
+class Point:
+    x: float
+    y: float
+    color: str
+    title: str
+    href: str
+
+
+@dataclass(frozen=True)
+class Segment:
+    x1: float
+    y1: float
+    x2: float
+    y2: float
+    label: str
+    lx: float  # label position: the segment's middle, just below the line
+    ly: float
+    angle: float  # degrees: the label runs along the line
+
+
+@dataclass(frozen=True)
+class Tick:
+    x1: float  # the grid line
+    y1: float
+    x2: float
+    y2: float
+    tx: float  # the label
+    ty: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Legend:
+    label: str
+    color: str
+    x: float  # the swatch's centre
+    y: float
+    tx: float  # the label's start
+    ty: float
+
+
+@dataclass(frozen=True)
+class Chart:
+    width: int
+    height: int
+    left: float
+    top: float
+    plot_w: float
+    plot_h: float
+    xticks: tuple
+    yticks: tuple
+    points: tuple
+    lines: tuple
+    legend: tuple
+    x_label: str
+    y_label: str
+    x_label_at: tuple  # (x, y)
+    y_label_at: tuple  # (x, y) before the -90 degree rotation
+
+
+@dataclass(frozen=True)
+class Datum:
+    bytes: float
+    seconds: float
+    series: str
+    title: str
+    href: str
+
+
+def _decades(lo: float, hi: float) -> tuple:
+    a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    return (a, b) if b > a else (a, a + 1)
+
+
+def _xticks(lo: int, hi: int, sx: Callable, top: float, bottom: float) -> tuple:
+    return tuple(Tick(x, top, x, bottom, x, bottom + 16, fmt.bytes_text(10.0 ** e))
+                 for e in range(lo, hi + 1) for x in [round(sx(e), 1)])
+
+
+def _yticks(lo: int, hi: int, sy: Callable, left: float, right: float) -> tuple:
+    return tuple(Tick(left, y, right, y, left - 6, y + 4, fmt.time_text(10.0 ** e))
+                 for e in range(lo, hi + 1) for y in [round(sy(e), 1)])
+
+
+def _clip(x_at, y_at, xlo, xhi, ylo, yhi):
+    """The part of the line log t = log b - log bw inside the box (log coordinates)."""
+    # slope 1 in log-log: y = x + c
+    c = y_at - x_at
+    x1, x2 = max(xlo, ylo - c), min(xhi, yhi - c)
+    return (x1, x1 + c, x2, x2 + c) if x2 > x1 else None
+
+
+def loglog(data: Sequence[Datum], copy_gbps: Sequence[tuple],
+           series: Sequence[str] = ()) -> Optional[Chart]:
+    """`copy_gbps`: (label, GB/s) of each bandwidth line; `series`: legend order (and
+    colours), the data's order where not given."""
+    data = [d for d in data if d.bytes > 0 and d.seconds > 0]
+    if not data:
+        return None
+    xlo, xhi = _decades(min(d.bytes for d in data), max(d.bytes for d in data))
+    ylo, yhi = _decades(min(d.seconds for d in data), max(d.seconds for d in data))
+    lines_bw = [(label, bw) for label, bw in copy_gbps if bw and bw > 0]
+    for _, bw in lines_bw:  # let the line show where the points sit far above it
+        y_line = math.log10(10.0 ** xhi / (bw * 1e9))
+        if y_line < ylo:
+            ylo = max(math.floor(y_line), ylo - MAX_DECADES_BELOW)
+    pw, ph = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def sx(lx):
+        return LEFT + (lx - xlo) / (xhi - xlo) * pw
+
+    def sy(ly):
+        return TOP + ph - (ly - ylo) / (yhi - ylo) * ph
+
+    series = list(dict.fromkeys([*series, *(d.series for d in data)]))
+    present = {d.series for d in data}
+    series = [s for s in series if s in present]
+    color = {s: PALETTE[k % len(PALETTE)] for k, s in enumerate(series)}
+    points = tuple(Point(round(sx(math.log10(d.bytes)), 1), round(sy(math.log10(d.seconds)), 1),
+                         color[d.series], d.title, d.href) for d in data)
+    lines = []
+    for label, bw in lines_bw:
+        seg = _clip(0.0, math.log10(1 / (bw * 1e9)), xlo, xhi, ylo, yhi)
+        if seg:
+            x1, y1, x2, y2 = (round(v, 1) for v in (sx(seg[0]), sy(seg[1]), sx(seg[2]),
+                                                     sy(seg[3])))
+            angle = math.degrees(math.atan2(y2 - y1, x2 - x1))
+            # below the line: nothing runs faster than a copy, so the points sit above it
+            nx, ny = -math.sin(math.radians(angle)), math.cos(math.radians(angle))
+            lines.append(Segment(x1, y1, x2, y2, label, round((x1 + x2) / 2 + 12 * nx, 1),
+                                 round((y1 + y2) / 2 + 12 * ny, 1), round(angle, 1)))
+    legend = tuple(Legend(s, color[s], LEFT + 14, TOP + 14 + 16 * k, LEFT + 24, TOP + 18 + 16 * k)
+                   for k, s in enumerate(series))
+    return Chart(width=WIDTH, height=HEIGHT, left=LEFT, top=TOP, plot_w=pw, plot_h=ph,
+                 xticks=_xticks(xlo, xhi, sx, TOP, TOP + ph),
+                 yticks=_yticks(ylo, yhi, sy, LEFT, LEFT + pw),
+                 points=points, lines=tuple(lines), legend=legend,
+                 x_label="compulsory bytes (log scale)",
+                 y_label="median backward time (log scale)",
+                 x_label_at=(LEFT + pw / 2, HEIGHT - 12), y_label_at=(-(TOP + ph / 2), 16))

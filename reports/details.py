@@ -1,0 +1,70 @@
+"""One detail row per listed item, the target of its matrix cell: the output closest
+to its tolerance (err / allowed, the headroom of a pass), determinism, median time, and
+links on to the failure entry and the roofline row."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from reports import fmt, outputs
+from reports.items import Items, case_label
+
+
+@dataclass(frozen=True)
+class Detail:
+    anchor: str
+    label: str
+    case_id: str
+    impl: str
+    verdict: str
+    failure_kind: str
+    worst_output: str
+    worst_over: fmt.Num  # err / allowed of worst_output
+    determinism: str
+    det_spread: fmt.Num
+    median: fmt.Num
+    note: str  # the reason of a non-passing item without a failure entry, shortened
+    failure_href: str  # "" without a failure entry
+    roofline_href: str  # "" when untimed
+
+
+@dataclass(frozen=True)
+class DetailGroup:
+    op: str
+    group: str
+    rows: tuple
+
+
+COLUMNS = ["op", "case_group", "case_id", "impl", "verdict", "failure_kind", "outputs",
+           "determinism", "det_spread", "time_median_s", "timed", "entry", "anchor", "reason"]
+NOTE_CHARS = 240  # the failure entry holds the whole reason
+
+
+def _note(reason) -> str:
+    text = "" if reason is None or pd.isna(reason) else str(reason)
+    return text if len(text) <= NOTE_CHARS else text[:NOTE_CHARS - 1] + "…"
+
+
+def _detail(r) -> Detail:
+    name, over = outputs.worst(r.outputs)
+    return Detail(
+        anchor=r.anchor, label=case_label(r.op, r.case_group, r.case_id), case_id=r.case_id,
+        impl=r.impl, verdict=r.verdict,
+        failure_kind="" if pd.isna(r.failure_kind) else str(r.failure_kind),
+        worst_output=name or "", worst_over=fmt.times(over), determinism=str(r.determinism),
+        det_spread=fmt.sig(r.det_spread),
+        median=fmt.seconds(r.time_median_s if r.timed else None),
+        note=_note(r.reason) if r.verdict != "pass" and not r.entry else "",
+        failure_href=f"#f{r.anchor}" if r.entry else "",
+        roofline_href=f"#r{r.anchor}" if r.timed else "")
+
+
+def build(items: Items) -> tuple:
+    by_group: dict = {}
+    shown = items.shown.sort_values("case_rank", kind="stable")
+    for r in shown[COLUMNS].itertuples(index=False):
+        by_group.setdefault((r.op, r.case_group), []).append(_detail(r))
+    return tuple(DetailGroup(op, g, tuple(by_group[(op, g)]))
+                 for op in items.ops() for g in items.groups(op) if (op, g) in by_group)

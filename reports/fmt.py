@@ -1,0 +1,101 @@
+"""Numbers as the report shows them: text for people next to the full-precision value
+(emitted as a data attribute, so tests and scripts can read the page back exactly)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+MISSING = "—"
+
+
+@dataclass(frozen=True)
+class Num:
+    raw: str  # repr of the value, "" when missing
+    text: str
+
+    @property
+    def missing(self) -> bool:
+        return not self.raw
+
+
+NONE = Num("", MISSING)
+
+
+def value(v) -> Optional[float]:
+    """A float, or None for None / NaN / pandas NA."""
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def _num(v, text: Callable[[float], str], as_int: bool = False) -> Num:
+    f = value(v)
+    if f is None:
+        return NONE
+    return Num(repr(int(f)) if as_int else repr(f), text(f))
+
+
+def _scaled(f: float, units) -> str:
+    for scale, unit in units:
+        if abs(f) >= scale:
+            return f"{f / scale:.3g} {unit}"
+    scale, unit = units[-1]
+    return f"{f / scale:.3g} {unit}"
+
+
+_TIME = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+_BYTES = ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B"))
+
+
+def seconds(v) -> Num:
+    return _num(v, lambda f: "0 s" if f == 0 else _scaled(f, _TIME))
+
+
+def nbytes(v) -> Num:
+    return _num(v, lambda f: _scaled(f, _BYTES), as_int=True)
+
+
+def count(v) -> Num:
+    return _num(v, lambda f: f"{int(f):,}", as_int=True)
+
+
+def fixed(v, digits: int = 1) -> Num:
+    return _num(v, lambda f: f"{f:,.{digits}f}")
+
+
+def rate(v) -> Num:
+    """GB/s and the like: whole numbers from 100 up, 3 significant digits below."""
+    return _num(v, lambda f: f"{f:,.0f}" if abs(f) >= 100 else f"{f:.3g}")
+
+
+def sig(v, digits: int = 3) -> Num:
+    """Significant digits, for errors and tolerances spanning many decades."""
+    return _num(v, lambda f: f"{f:.{digits}g}")
+
+
+def percent(v) -> Num:
+    """A fraction shown as a percentage (raw stays the fraction)."""
+    return _num(v, lambda f: f"{100 * f:.3g} %")
+
+
+def times(v) -> Num:
+    """A ratio or speedup: x1.23."""
+    return _num(v, lambda f: f"×{f:.3g}")
+
+
+def pvalue(v) -> Num:
+    return _num(v, lambda f: f"{f:.2g}")
+
+
+def time_text(seconds_value: float) -> str:
+    return seconds(seconds_value).text
+
+
+def bytes_text(n: float) -> str:
+    return nbytes(n).text

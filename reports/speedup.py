@@ -1,0 +1,112 @@
+"""Implementations side by side: per case, each implementation's median time and its
+speedup over a baseline implementation (baseline time / its time: above 1 is faster),
+and per op the geometric mean of the speedups over every case both timed and passed."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import pandas as pd
+
+from reports import fmt
+from reports.items import Items, case_label
+
+
+SAME = 0.01  # speedups within 1 % of x1 are shown neutral
+
+
+@dataclass(frozen=True)
+class Cell:
+    median: fmt.Num
+    speedup: fmt.Num
+    valid: bool  # both passed: a speedup of a wrong result means nothing
+    href: str
+    tone: str  # "faster", "slower" or "" (the baseline itself, or no speedup)
+
+
+@dataclass(frozen=True)
+class Row:
+    case_id: str
+    label: str
+    bytes: fmt.Num
+    cells: tuple  # Optional[Cell] per implementation
+
+
+@dataclass(frozen=True)
+class OpSpeedup:
+    op: str
+    baseline: str
+    impls: tuple
+    rows: tuple
+    geomean: tuple  # fmt.Num per implementation
+    n_cases: tuple  # fmt.Num per implementation: cases in the geometric mean
+    fallback: bool  # the requested baseline has no results for this op
+
+
+def choose_baseline(items: Items, op: str, requested: Optional[str]) -> str:
+    """The requested implementation when the op has it, else the op's reference
+    implementation (the yardstick), else its first."""
+    impls = items.impls(op)
+    if requested in impls:
+        return requested
+    kinds = items.rows.loc[items.rows["op"] == op].drop_duplicates("impl") \
+        .set_index("impl")["impl_kind"]
+    return next((i for i in impls if kinds.get(i) == "reference"), impls[0])
+
+
+def _geomean(values) -> Optional[float]:
+    v = [x for x in values if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(map(math.log, v)) / len(v)) if v else None
+
+
+def build(items: Items, requested: Optional[str]) -> tuple:
+    out = []
+    for op in items.ops():
+        impls = items.impls(op)
+        rows = items.rows[(items.rows["op"] == op) & items.rows["timed"]]
+        if rows.empty or len(impls) < 2:
+            continue
+        base = choose_baseline(items, op, requested)
+        t = rows.pivot(index="case_id", columns="impl", values="time_median_s")
+        ok = rows.pivot(index="case_id", columns="impl", values="verdict") == "pass"
+        geo, n = [], []
+        for i in impls:
+            if i == base or i not in t or base not in t:
+                geo.append(fmt.NONE)
+                n.append(fmt.count(0))
+                continue
+            both = t[i].notna() & t[base].notna() & ok[i].fillna(False) \
+                & ok[base].fillna(False)
+            s = (t.loc[both, base] / t.loc[both, i]).tolist()
+            geo.append(fmt.times(_geomean(s)))
+            n.append(fmt.count(len(s)))
+        times, passed = t.to_dict(), ok.to_dict()  # impl -> case -> value: fast lookups
+        shown = rows[rows["shown"]]
+        shared = shown["case_id"].map(shown["case_id"].value_counts()) >= 2  # timed twice
+        by_case = shown[shared].drop_duplicates("case_id").sort_values(
+            ["bytes", "case_id"], ascending=[False, True])
+        anchors = dict(zip(zip(shown["case_id"], shown["impl"]), shown["anchor"]))
+        listed = []
+        for r in by_case[["case_id", "case_group", "bytes"]].itertuples():
+            cells = []
+            for i in impls:
+                med = times.get(i, {}).get(r.case_id)
+                if med is None or pd.isna(med):
+                    cells.append(None)
+                    continue
+                b = times.get(base, {}).get(r.case_id)
+                valid = bool(passed[i][r.case_id] and passed.get(base, {}).get(r.case_id))
+                speed = b / med if i != base and b and not pd.isna(b) else None
+                tone = "" if speed is None or abs(speed - 1) < SAME else \
+                    "faster" if speed > 1 else "slower"
+                cells.append(Cell(median=fmt.seconds(med), speedup=fmt.times(speed),
+                                  valid=valid, href=f"#r{anchors.get((r.case_id, i), '')}",
+                                  tone=tone))
+            label = f"{r.case_group}/{case_label(op, r.case_group, r.case_id)}"
+            listed.append(Row(r.case_id, label, fmt.nbytes(r.bytes), tuple(cells)))
+        out.append(OpSpeedup(op=op, baseline=base, impls=tuple(impls), rows=tuple(listed),
+                             geomean=tuple(geo), n_cases=tuple(n),
+                             fallback=bool(requested) and base != requested))
+    return tuple(out)

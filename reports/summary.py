@@ -1,0 +1,80 @@
+"""Run summary: the environment of each run, and verdict and determinism counts per op
+and implementation over every row."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from reports import fmt
+from reports.items import Items, verdict_order
+
+ENV_FIELDS = (  # (column, label)
+    ("run_id", "run"), ("run_started", "started"), ("git_commit", "commit"), ("host", "host"),
+    ("device", "device"), ("device_name", "device name"), ("driver", "driver"),
+    ("torch_version", "torch"), ("cuda_version", "CUDA"), ("python_version", "Python"),
+    ("profile", "profile"),
+)
+DETERMINISM = ("bitwise", "nondeterministic", "fail", "not_checked")  # Determinism values
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    fields: tuple  # (label, value) in ENV_FIELDS order
+    rows: fmt.Num
+    copy_gbps: fmt.Num
+
+
+@dataclass(frozen=True)
+class CountRow:
+    op: str
+    impl: str
+    impl_kind: str
+    items: fmt.Num
+    verdicts: tuple  # fmt.Num per Summary.verdicts
+    determinism: tuple  # fmt.Num per DETERMINISM
+    timed: fmt.Num
+    bad: bool  # some fail or error
+
+
+@dataclass(frozen=True)
+class Summary:
+    runs: tuple  # RunInfo per run
+    verdicts: tuple  # column order of CountRow.verdicts
+    determinism: tuple
+    counts: tuple  # CountRow
+    total: CountRow
+
+
+def _runs(df: pd.DataFrame) -> tuple:
+    out = []
+    for run_id, r in df.groupby("run_id", sort=False):
+        first = r.iloc[0]
+        fields = tuple((label, "" if pd.isna(first.get(col)) else str(first.get(col)))
+                       for col, label in ENV_FIELDS if col in r)
+        copy = r["copy_gbps"].dropna()
+        out.append(RunInfo(fields=fields, rows=fmt.count(len(r)),
+                           copy_gbps=fmt.fixed(copy.iloc[0] if len(copy) else None)))
+    return tuple(sorted(out, key=lambda i: dict(i.fields).get("started", "")))
+
+
+def _count_row(op, impl, kind, r: pd.DataFrame, verdicts) -> CountRow:
+    v = r["verdict"].value_counts()
+    d = r["determinism"].value_counts()
+    return CountRow(op=op, impl=impl, impl_kind=kind, items=fmt.count(len(r)),
+                    verdicts=tuple(fmt.count(v.get(x, 0)) for x in verdicts),
+                    determinism=tuple(fmt.count(d.get(x, 0)) for x in DETERMINISM),
+                    timed=fmt.count(int(r["timed"].sum())), bad=bool(r["bad"].any()))
+
+
+def build(items: Items, raw: pd.DataFrame) -> Summary:
+    rows = items.rows
+    verdicts = tuple(verdict_order(rows["verdict"].unique()))
+    counts = []
+    for op in items.ops():
+        for impl in items.impls(op):
+            r = rows[(rows["op"] == op) & (rows["impl"] == impl)]
+            counts.append(_count_row(op, impl, r["impl_kind"].iloc[0], r, verdicts))
+    return Summary(runs=_runs(raw), verdicts=verdicts, determinism=DETERMINISM,
+                   counts=tuple(counts), total=_count_row("all", "", "", rows, verdicts))

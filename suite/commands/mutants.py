@@ -1,0 +1,169 @@
+"""Run the mutant zoo (implementations of kind "mutant") through the suite.
+
+Every mutant runs on every case of the profile (correctness only, one call per item).
+A mutant is caught when at least one item fails; its diagnosis is the cross-case one of
+suite/diagnosis.py over all its items, compared with the cause the mutant declares as
+`planted_cause` on its function. Exit 0 when every mutant is caught and the diagnosis
+names the planted cause for at least 90% of them, 1 otherwise, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from datetime import date
+from typing import Callable, Optional, Sequence
+
+HELP = "run the deliberately broken implementations: mutation score and diagnosis accuracy"
+MIN_ACCURACY = 0.9
+
+
+@dataclass(frozen=True)
+class MutantResult:
+    op: str
+    name: str
+    planted: Optional[str]  # the cause the mutant declares, None if it declares none
+    n_items: int
+    n_failed: int
+    diagnosis: object  # suite.diagnosis.RunDiagnosis
+
+    @property
+    def caught(self) -> bool:
+        return self.n_failed > 0
+
+    @property
+    def correct(self) -> bool:
+        return self.planted is not None and self.diagnosis.cause == self.planted
+
+
+@dataclass(frozen=True)
+class ZooReport:
+    profile: str
+    device: str
+    n_cases: int
+    results: tuple  # MutantResult
+    seconds: float
+
+    @property
+    def mutation_score(self) -> float:
+        return sum(r.caught for r in self.results) / len(self.results)
+
+    @property
+    def accuracy(self) -> float:
+        return sum(r.correct for r in self.results) / len(self.results)
+
+    @property
+    def ok(self) -> bool:
+        return self.mutation_score == 1.0 and self.accuracy >= MIN_ACCURACY
+
+
+def select_mutants(names: Optional[Sequence[str]] = None, op: Optional[str] = None) -> list:
+    """Mutant implementations (all of the op, or the named ones)."""
+    from suite import registry
+    from suite.errors import SuiteInputError, did_you_mean
+
+    found = [i for i in registry.implementations(op) if i.kind == "mutant"]
+    if not names:
+        return found
+    known = {i.name: i for i in found}
+    for n in names:
+        if n not in known:
+            raise SuiteInputError("--mutant", did_you_mean(n, known))
+    return [known[n] for n in names]
+
+
+def run_zoo(mutants: Sequence, profile: str = "ci", device: str = "cpu",
+            case_filter: Callable = lambda case: True, on_row: Callable = None) -> ZooReport:
+    """Run `mutants` over the profile's cases; rows go to `on_row` as they come."""
+    import torch
+
+    from suite import registry
+    from suite.cases import load_cases
+    from suite.diagnosis import diagnose_run
+    from suite.roofline import Ceilings
+    from suite.runner import RunOptions, run_case
+
+    started = time.monotonic()
+    dev = torch.device(device)
+    opts = RunOptions(device=dev, golden_device=dev, repeats=1, timing=False)
+    ceilings = Ceilings(device_name=str(dev), copy_gbps=None, copy_source="none",
+                        peak_tflops=None)
+    results, n_cases = [], 0
+    for op_name in sorted({m.op for m in mutants}):
+        spec = registry.op(op_name)
+        impls = [m for m in mutants if m.op == op_name]
+        cases = [c for c in load_cases(op=op_name, profile=profile) if case_filter(c)]
+        n_cases += len(cases)
+        rows = []
+        for case in cases:
+            for row in run_case(spec, case, impls, opts, {}, ceilings):
+                rows.append(row)
+                if on_row:
+                    on_row(row)
+        by_impl = {d.impl: d for d in diagnose_run(rows)}
+        for m in impls:
+            mine = [r for r in rows if r["impl"] == m.name and r["verdict"] in ("pass", "fail")]
+            results.append(MutantResult(
+                op_name, m.name, getattr(m.fn, "planted_cause", None), len(mine),
+                sum(r["verdict"] == "fail" for r in mine), by_impl[m.name]))
+    return ZooReport(profile, str(dev), n_cases, tuple(results),
+                     time.monotonic() - started)
+
+
+def render(report: ZooReport, markdown: bool = False, verbose: bool = False) -> str:
+    rows = [(r.name, f"{r.n_failed} of {r.n_items}",
+             r.diagnosis.title or "-", r.planted or "-",
+             "yes" if r.correct else "NO") for r in report.results]
+    head = ("mutant", "caught by", "diagnosis", "planted cause", "named")
+    summary = (f"mutation score {sum(r.caught for r in report.results)}/{len(report.results)}"
+               f" ({report.mutation_score:.0%}), diagnosis accuracy "
+               f"{sum(r.correct for r in report.results)}/{len(report.results)} "
+               f"({report.accuracy:.0%}); profile {report.profile}, {report.n_cases} cases, "
+               f"{report.device}, {report.seconds:.0f} s")
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join((f"`{a}`", b, c, f"`{d}`", e)) + " |"
+                  for a, b, c, d, e in rows]
+        return "\n".join(lines + ["", summary + f", {date.today().isoformat()}"])
+    widths = [max(len(str(x[i])) for x in rows + [head]) for i in range(len(head))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [fmt.format(*head), "-" * (sum(widths) + 2 * (len(widths) - 1))]
+    for r, cells in zip(report.results, rows):
+        lines.append(fmt.format(*cells))
+        if verbose or not r.correct or not r.caught:
+            lines.append(f"    {r.diagnosis.text}")
+    lines += ["", summary]
+    return "\n".join(lines)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--profile", default="ci", metavar="NAME",
+                        help="cases to run the mutants on (default ci: the CPU CI's cases)")
+    parser.add_argument("--mutant", action="append", metavar="NAME",
+                        help="only this mutant (repeatable; default: all)")
+    parser.add_argument("--op", metavar="OP", help="only the mutants of this op")
+    parser.add_argument("--device", default="cpu", metavar="DEV",
+                        help="torch device (default cpu)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="print the table as markdown (for README.md)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="the one-line run diagnosis under every mutant")
+
+
+def main(args) -> int:
+    from suite import cases as cases_mod
+    from suite import registry
+    from suite.errors import SuiteInputError
+
+    cases_mod.profile_names(args.profile)
+    if args.op:
+        registry.op(args.op, where="--op")
+    mutants = select_mutants(args.mutant, args.op)
+    if not mutants:
+        raise SuiteInputError("--op", f"{args.op!r} has no mutants")
+    print(f"running {len(mutants)} mutants on profile {args.profile} ({args.device})",
+          file=sys.stderr)
+    report = run_zoo(mutants, profile=args.profile, device=args.device)
+    print(render(report, markdown=args.markdown, verbose=args.verbose))
+    return 0 if report.ok else 1

@@ -1,0 +1,450 @@
+"""Failure diagnosis: localisation and term fits on synthetic error patterns planted into
+a correct implementation's outputs, the cross-case weighing, the schema-2 columns and the
+upgrade of version-1 results files, and the diagnosis in the CLI summary."""
+
+import enum
+from pathlib import Path
+from types import MappingProxyType
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from golden import causal_conv1d as golden
+from kernels.causal_conv1d.tiled import backward_tiled
+from suite import diagnosis as dg
+from suite import registry, results, summary
+from suite.cases import Case
+from suite.errors import SuiteInputError
+from suite.registry import Implementation
+from suite.roofline import Ceilings
+from suite.runner import CaseContext, RunOptions, run_item
+
+SPEC = registry.op("causal_conv1d")
+CPU = torch.device("cpu")
+CEIL = Ceilings(device_name="cpu", copy_gbps=None, copy_source="none", peak_tflops=None)
+OPTS = RunOptions(device=CPU, golden_device=CPU, repeats=1, timing=False)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def case(**params) -> Case:
+    p = {**SPEC.params.defaults(), "dim": 16, "dtype": "float32", **params}
+    return Case(op="causal_conv1d", group="diag", id="causal_conv1d/diag/x",
+                tags=frozenset({"ci"}), params=MappingProxyType(p), seed=77, file="<test>")
+
+
+def planted(perturb, **params) -> dict:
+    """Run the correct tiled model, then `perturb(out, ctx)` its outputs in place."""
+    ctx = CaseContext(SPEC, case(**params), OPTS)
+
+    def fn(out, **kw):
+        backward_tiled(out=out, **kw)
+        perturb(out, ctx)
+
+    impl = Implementation(op="causal_conv1d", name="planted", fn=fn, kind="external")
+    return run_item(ctx, impl, {}, CEIL, {})
+
+
+def contribution(ctx, time_mask) -> dict:
+    """The golden gradients of the outputs where `time_mask` is true (golden is linear
+    in dout), without dfinal_states."""
+    t = ctx.f64
+    return golden.backward(t["x"], t["weight"], t["dout"] * time_mask, bias=t["bias"],
+                           seq_idx=t["seq_idx"], initial_states=t["initial_states"],
+                           activation=ctx.inputs.attrs["activation"])
+
+
+def tile_tails(L, T=64, H=3):
+    p = torch.arange(L)
+    return (p % T >= T - H) & (p < L // T * T)
+
+
+def halo_outputs(L, T=64, H=3):
+    p = torch.arange(L)
+    return (p >= T) & (p % T < H)
+
+
+def location(row, output, region):
+    return next((lo for lo in row["error_locations"]
+                 if lo["output"] == output and lo["region"] == region), None)
+
+
+# ---------------------------------------------------------------- synthetic patterns
+
+def test_noise_in_the_last_steps_of_each_tile_without_silu_is_the_right_halo():
+    def perturb(out, ctx):
+        out["dx"][..., tile_tails(200)] += 1.0
+
+    row = planted(perturb, seqlen=200, activation="none")
+    assert row["verdict"] == "fail"
+    assert row["diagnosis_cause"] == "right_halo", row["diagnosis"]
+    lo = location(row, "dx", "tile_tail_64")
+    assert lo["share"] == 1.0 and lo["density"] == 1.0
+    assert "in the last 3 steps of each 64-step tile" in row["diagnosis"]
+    assert location(row, "dx", "seq_tail") is None  # the sequence end is right
+
+
+def test_the_same_noise_with_silu_points_at_the_recompute_not_the_halo_load():
+    def perturb(out, ctx):
+        out["dx"][..., tile_tails(200)] += 1.0
+
+    row = planted(perturb, seqlen=200, activation="silu")
+    assert row["diagnosis_cause"] == "silu_recompute_halo", row["diagnosis"]
+    fit = next(t for t in row["error_terms"] if t["term"] == "tile_halo_64")
+    assert fit["residual"] > 0.5  # a constant is not the halo's contribution
+
+
+def test_minus_the_halo_contribution_is_the_right_halo_even_with_silu():
+    def perturb(out, ctx):
+        part = contribution(ctx, halo_outputs(200))["dx"] * tile_tails(200)
+        out["dx"] -= part.float()
+
+    row = planted(perturb, seqlen=200, activation="silu")
+    assert row["diagnosis_cause"] == "right_halo", row["diagnosis"]
+    fit = next(t for t in row["error_terms"] if t["term"] == "tile_halo_64")
+    assert fit["coef"] == pytest.approx(-1, abs=1e-3) and fit["residual"] < 1e-3
+    assert "error = -1.00 x the gradients right of each 64-step tile" in row["diagnosis"]
+
+
+def test_128_step_tiles_are_told_from_64_step_ones():
+    def perturb(out, ctx):
+        part = contribution(ctx, halo_outputs(300, T=128))["dx"] * tile_tails(300, T=128)
+        out["dx"] -= part.float()
+
+    row = planted(perturb, seqlen=300, activation="silu")
+    assert row["diagnosis_cause"] == "right_halo"
+    assert "each 128-step tile" in row["diagnosis"]
+
+
+def test_errors_where_a_packed_boundary_meets_a_tile_edge_are_not_a_halo_bug():
+    # boundaries at 64 and 128: the golden halo contributes nothing across them, so a
+    # missing halo cannot explain errors there, a mask that crosses the boundary can
+    def perturb(out, ctx):
+        out["dx"][..., tile_tails(200)] += 1.0
+
+    row = planted(perturb, seqlen=200, seq_idx="tile_edges", activation="silu")
+    assert row["diagnosis_cause"] == "packed_mask", row["diagnosis"]
+    assert "right_halo" not in row["diagnosis"] and "halo" not in row["diagnosis_cause"]
+
+
+def test_dx_short_of_dfinal_in_the_last_steps_is_the_missing_copy_path():
+    def perturb(out, ctx):
+        out["dx"][..., -3:] -= ctx.inputs.tensors["dfinal_states"]
+
+    row = planted(perturb, seqlen=40, initial_states=True, final_states=True)
+    assert row["diagnosis_cause"] == "dfinal_path_missing", row["diagnosis"]
+    assert location(row, "dx", "seq_tail")["share"] == 1.0
+
+
+def test_a_scaled_dfinal_is_not_the_missing_path():
+    def perturb(out, ctx):
+        w = ctx.inputs.tensors["weight"][:, -1:]
+        out["dx"][..., -3:] += (w - 1) * ctx.inputs.tensors["dfinal_states"]
+
+    row = planted(perturb, seqlen=40, initial_states=True, final_states=True)
+    assert row["diagnosis_cause"] == "dfinal_path_scaled", row["diagnosis"]
+
+
+def test_wrong_tail_without_a_state_gradient_is_out_of_range_gradients():
+    def perturb(out, ctx):
+        out["dx"][..., -3:] += 0.5
+
+    row = planted(perturb, seqlen=40)
+    assert row["diagnosis_cause"] == "out_of_range_gradients", row["diagnosis"]
+    assert not any(t["term"] == "state_path" for t in row["error_terms"])
+
+
+def test_when_every_step_is_in_the_state_window_location_names_no_cause():
+    # L = 2 < K-1: "the last K-1 steps" is the whole sequence, so it says nothing
+    def perturb(out, ctx):
+        out["dx"] += 0.5
+
+    row = planted(perturb, seqlen=2)
+    assert row["verdict"] == "fail" and row["diagnosis_cause"] is None, row["diagnosis"]
+    assert location(row, "dx", "seq_tail")["coverage"] == 1.0
+
+
+def test_dweight_plus_the_halo_contribution_is_the_halo_counted_twice():
+    def perturb(out, ctx):
+        out["dweight"] += contribution(ctx, halo_outputs(200))["dweight"].float()
+
+    row = planted(perturb, seqlen=200)
+    assert row["diagnosis_cause"] == "halo_in_dweight", row["diagnosis"]
+    assert {o["name"] for o in row["outputs"] if o["err"] > o["allowed"]} == {"dweight"}
+
+
+def test_dweight_without_the_later_batches_is_the_batch_reduction():
+    def perturb(out, ctx):
+        later = (torch.arange(3) > 0).view(3, 1, 1)
+        out["dweight"] -= contribution(ctx, later)["dweight"].float()
+
+    row = planted(perturb, seqlen=40, batch=3)
+    assert row["diagnosis_cause"] == "batch_reduction", row["diagnosis"]
+
+
+def test_errors_everywhere_name_silu_only_when_silu_is_on():
+    def perturb(out, ctx):
+        out["dx"] *= 1.01
+
+    with_silu = planted(perturb, seqlen=100, activation="silu")
+    assert with_silu["diagnosis_cause"] in ("silu_recompute_bias", "silu_derivative")
+    assert "SiLU" in with_silu["diagnosis"]
+    without = planted(perturb, seqlen=100, activation="none")
+    assert without["verdict"] == "fail" and without["diagnosis_cause"] is None
+    assert without["diagnosis"].startswith("unclassified: dx wrong at")
+
+
+def test_dweight_wrong_in_the_partial_channel_vector_is_the_channel_tail():
+    def perturb(out, ctx):
+        out["dweight"][8:] = 0
+
+    row = planted(perturb, seqlen=40, dim=13)
+    assert row["diagnosis_cause"] == "channel_tail", row["diagnosis"]
+    assert location(row, "dweight", "channel_tail_8")["coverage"] == pytest.approx(5 / 13)
+
+
+def test_gradient_at_padding_positions_is_padding_not_masked():
+    def perturb(out, ctx):
+        pad = (ctx.inputs.tensors["seq_idx"] < 0).unsqueeze(1)
+        out["dx"] += pad * 0.5
+        out["dbias"] += 1.0
+
+    row = planted(perturb, seqlen=100, seq_idx="padding_mid")
+    assert row["diagnosis_cause"] == "padding_not_masked", row["diagnosis"]
+    assert location(row, "dx", "padding")["share"] == 1.0
+
+
+def test_a_passing_item_has_no_diagnosis():
+    row = planted(lambda out, ctx: None, seqlen=40)
+    assert row["verdict"] == "pass"
+    assert row["diagnosis"] is None and row["diagnosis_cause"] is None
+    assert row["error_locations"] == [] and row["error_terms"] == []
+
+
+def test_a_broken_diagnosis_hook_never_loses_the_verdict():
+    def boom(*a, **k):
+        raise RuntimeError("hook bug")
+
+    from dataclasses import replace
+    spec = replace(SPEC, diagnosis=replace(SPEC.diagnosis, regions=boom))
+    ctx = CaseContext(spec, case(seqlen=40), OPTS)
+
+    def fn(out, **kw):
+        backward_tiled(out=out, **kw)
+        out["dx"] += 1
+
+    row = run_item(ctx, Implementation(op="causal_conv1d", name="p", fn=fn, kind="external"),
+                   {}, CEIL, {})
+    assert row["verdict"] == "fail" and row["failure_kind"] == "mismatch"
+    assert row["diagnosis"] == "diagnosis failed: RuntimeError: hook bug"
+
+
+# ---------------------------------------------------------------- the machinery
+
+def test_locate_counts_share_density_and_coverage():
+    bad = torch.zeros(2, 10, dtype=torch.bool)
+    bad[:, 8:] = True  # 4 wrong elements
+    bad[0, 0] = True  # and one elsewhere
+    tail = dg.Region("tail", "", torch.arange(10) >= 8)
+    first = dg.Region("first", "", torch.arange(2).view(2, 1) == 0)
+    none = dg.Region("none", "", torch.arange(10) == 5)
+    locs = {lo.region: lo for lo in dg.locate("o", bad, [tail, first, none])}
+    assert set(locs) == {"tail", "first"}  # regions without wrong elements are left out
+    assert (locs["tail"].n_bad, locs["tail"].n_region) == (4, 4)
+    assert locs["tail"].share == pytest.approx(0.8) and locs["tail"].density == 1.0
+    assert locs["tail"].coverage == pytest.approx(0.2)
+    assert locs["first"].share == pytest.approx(0.6) and locs["first"].coverage == 0.5
+
+
+def test_fit_term_recovers_the_coefficient_and_the_unexplained_rest():
+    g = torch.Generator().manual_seed(0)
+    term = torch.randn(1000, generator=g, dtype=torch.float64)
+    exact = dg.fit_term("o", -term, dg.Term("t", "", term))
+    assert exact.coef == pytest.approx(-1) and exact.residual == pytest.approx(0, abs=1e-12)
+    other = torch.randn(1000, generator=g, dtype=torch.float64)
+    mixed = dg.fit_term("o", 0.5 * term + other, dg.Term("t", "", term))
+    assert mixed.coef == pytest.approx(0.5, abs=0.1) and 0.8 < mixed.residual < 0.95
+    assert dg.fit_term("o", other, dg.Term("t", "", torch.zeros(1000))) is None
+
+
+def _ev(locations=(), fits=(), wrong=("dx",), **features):
+    return dg.Evidence(frozenset(wrong), tuple(locations), tuple(fits), features)
+
+
+def test_where_takes_the_smallest_region_holding_the_errors_and_spread_the_rest():
+    big = dg.Location("dx", "vec_tail_8", 10, 30, 1.0, 0.3, 0.375)
+    small = dg.Location("dx", "tile_tail_64", 10, 10, 1.0, 1.0, 0.05)
+    partial = dg.Location("dx", "seq_tail", 5, 5, 0.5, 1.0, 0.01)
+    ev = _ev([big, small, partial])
+    assert ev.where("dx") == small
+    assert ev.located("dx", "tile_tail") and not ev.located("dx", "vec_tail")
+    assert ev.at("dx", "vec_tail") == big and ev.touches("dx", "seq_tail")
+    assert not ev.spread("dx")
+    whole = dg.Location("dx", "batch_0", 10, 50, 0.5, 0.2, 0.5)
+    assert _ev([whole]).spread("dx") and _ev([whole]).where("dx") is None
+    # a term explaining the error is no "spread" either
+    assert not _ev([whole], [dg.TermFit("dx", "t", -1.0, 0.0)]).spread("dx")
+
+
+def test_explains_partly_and_loses():
+    ev = _ev(fits=[dg.TermFit("dx", "state_path", -1.02, 0.03),
+                   dg.TermFit("dx", "tile_halo_64", 0.4, 0.6)])
+    assert ev.explains("dx", "state_path", -1) and not ev.explains("dx", "state_path", 1)
+    assert ev.loses("dx", "state_path") and not ev.partly("dx", "state_path")
+    assert ev.partly("dx", "tile_halo") and not ev.loses("dx", "tile_halo")
+
+
+class Toy(enum.Enum):
+    NARROW = "narrow"  # needs silu and bias
+    BROAD = "broad"  # needs silu
+
+
+TOY = dg.DiagnosisSpec(
+    causes=(dg.CauseSpec(Toy.NARROW, "narrow", "", lambda f: f["silu"] and f["bias"]),
+            dg.CauseSpec(Toy.BROAD, "broad", "", lambda f: f["silu"])),
+    rules=(), features=(dg.Feature("silu", "with SiLU"), dg.Feature("bias", "with bias"),
+                        dg.Feature("n", "n", numeric=True)),
+    case_features=lambda p: p, regions=lambda *a: [], terms=lambda *a: {})
+
+
+def _toy_run(silu_nobias_fails: bool):
+    feats, failed, cands = [], [], []
+    for i in range(20):  # SiLU with bias: all fail, both causes fit
+        feats.append({"silu": True, "bias": True, "n": i})
+        failed.append(True)
+        cands.append(("narrow", "broad"))
+    for i in range(4):  # SiLU without bias
+        feats.append({"silu": True, "bias": False, "n": i})
+        failed.append(silu_nobias_fails)
+        cands.append(("broad",) if silu_nobias_fails else ())
+    for i in range(10):  # no SiLU: pass
+        feats.append({"silu": False, "bias": True, "n": i})
+        failed.append(False)
+        cands.append(())
+    return feats, failed, cands
+
+
+def test_the_cause_needing_fewer_features_loses_when_the_extra_items_pass():
+    scores = dg.score_causes(TOY, *_toy_run(silu_nobias_fails=False))
+    assert scores[0].cause == "narrow"
+    assert scores[0].score - scores[1].score > 5  # nats: four passing items decide it
+    broad = next(s for s in scores if s.cause == "broad")
+    assert broad.consistency == 1.0 and broad.coverage == pytest.approx(20 / 24)
+
+
+def test_the_broad_cause_wins_when_the_extra_items_fail_too():
+    scores = dg.score_causes(TOY, *_toy_run(silu_nobias_fails=True))
+    assert scores[0].cause == "broad"
+    narrow = next(s for s in scores if s.cause == "narrow")
+    assert narrow.consistency == pytest.approx(20 / 24)
+
+
+def test_feature_effects_only_with_never_with_and_grows():
+    feats, failed, _ = _toy_run(silu_nobias_fails=False)
+    mags = [float(f["n"]) if bad else None for f, bad in zip(feats, failed)]
+    effects = {(e.feature, e.kind.value): e
+               for e in dg.feature_effects(TOY, feats, failed, mags)}
+    only = effects[("silu", "only_with")]
+    assert (only.n_fail_with, only.n_with, only.n_fail_without, only.n_without) == \
+        (20, 24, 0, 10)
+    assert only.phrase() == "fails only with SiLU"
+    assert effects[("bias", "only_with")].n_without == 4
+    assert effects[("n", "grows")].rho == pytest.approx(1.0)
+    only_plain = [not f["silu"] for f in feats]  # failing exactly without SiLU
+    effects = {(e.feature, e.kind): e for e in dg.feature_effects(TOY, feats, only_plain)}
+    never = effects[("silu", dg.EffectKind.NEVER_WITH)]
+    assert (never.n_fail_with, never.n_with) == (0, 24)
+    assert never.phrase() == "never fails with SiLU"
+    assert ("silu", dg.EffectKind.ONLY_WITH) not in effects
+
+
+# ---------------------------------------------------------------- stored rows
+
+@pytest.fixture(scope="module")
+def failing_rows():
+    """Rows of a planted right-halo bug and of a correct model on three cases."""
+    bad = Implementation(op="causal_conv1d", name="halo_bug", kind="external",
+                         fn=lambda **kw: backward_tiled(**kw, bugs=frozenset(
+                             {__import__("kernels.causal_conv1d.tiled",
+                                         fromlist=["Bug"]).Bug.NO_RIGHT_HALO})))
+    good = registry.select_implementations("causal_conv1d", ["torch_tiled"])[0]
+    env = results.environment("cpu", "test")
+    rows = []
+    for L, act in ((200, "silu"), (150, "none"), (40, "none")):
+        ctx = CaseContext(SPEC, case(seqlen=L, activation=act), OPTS)
+        for impl in (bad, good):
+            rows.append(dict(run_item(ctx, impl, env, CEIL, {}), case_id=f"c{L}{act}"))
+    return rows
+
+
+def test_run_diagnosis_is_the_same_from_memory_and_from_parquet(failing_rows, tmp_path):
+    path = tmp_path / "run.parquet"
+    with results.ResultsWriter(path) as w:
+        for r in failing_rows:
+            w.append(r)
+    back = results.read_results([path]).to_dict("records")
+    assert [r["diagnosis"] if isinstance(r["diagnosis"], str) else None for r in back] == \
+        [r["diagnosis"] for r in failing_rows]
+    mem = {d.impl: d for d in dg.diagnose_run(failing_rows)}
+    disk = {d.impl: d for d in dg.diagnose_run(back)}
+    assert mem["halo_bug"].cause == disk["halo_bug"].cause == "right_halo"
+    assert mem["halo_bug"].n_failed == 2  # L=40 is one tile: nothing to miss
+    assert mem["torch_tiled"].cause is None and mem["torch_tiled"].text.startswith("survived")
+    assert [s.score for s in mem["halo_bug"].scores] == \
+        pytest.approx([s.score for s in disk["halo_bug"].scores])
+
+
+def test_summary_shows_the_diagnosis_next_to_each_failure(failing_rows):
+    text = summary.render(failing_rows)
+    fail_line = next(i for i, ln in enumerate(text.splitlines()) if ln.startswith("  FAIL"))
+    lines = text.splitlines()
+    assert lines[fail_line + 2].strip().startswith("diagnosis: likely right halo")
+    assert "likely causes across the run:" in text
+    assert "  halo_bug: likely right halo of upstream gradients missing: 2/3 items fail" \
+        in text
+
+
+# ---------------------------------------------------------------- schema version 2
+
+def _v1_table(rows):
+    v1 = pa.schema([f for f in results.SCHEMA if f.name not in
+                    ("diagnosis", "diagnosis_cause", "error_locations", "error_terms")],
+                   metadata={b"bwd_suite_schema_version": b"1"})
+    return pa.Table.from_pylist([{k: r[k] for k in v1.names} for r in rows], schema=v1)
+
+
+def test_version_1_files_are_upgraded_in_memory_with_null_diagnosis(failing_rows, tmp_path):
+    pq.write_table(_v1_table(failing_rows), tmp_path / "old.parquet")
+    with results.ResultsWriter(tmp_path / "new.parquet") as w:
+        for r in failing_rows:
+            w.append(r)
+    df = results.read_results([tmp_path])  # both versions in one frame
+    assert len(df) == 2 * len(failing_rows)
+    old = df[df.diagnosis_cause.isna() & (df.verdict == "fail")]
+    assert len(old) == 2 and old.error_locations.isna().all()
+    assert list(df.columns) == results.SCHEMA.names
+    # the run-level diagnosis still weighs version-1 rows, on their features alone
+    assert dg.diagnose_run(old.to_dict("records"))[0].n_failed == 2
+
+
+def test_the_saved_version_1_runs_still_load():
+    v1 = [f for f in sorted((ROOT / "benchmarks" / "runs").rglob("*.parquet"))
+          if pq.read_schema(f).metadata[b"bwd_suite_schema_version"] == b"1"]
+    assert v1, "the foundation runs are version 1"
+    df = results.read_results(v1)
+    assert len(df) and df.diagnosis.isna().all() and df.error_terms.isna().all()
+    assert list(df.columns) == results.SCHEMA.names
+
+
+def test_newer_or_unknown_versions_are_refused_in_one_line(failing_rows, tmp_path):
+    table = _v1_table(failing_rows).replace_schema_metadata(
+        {b"bwd_suite_schema_version": str(results.SCHEMA_VERSION + 1).encode()})
+    pq.write_table(table, tmp_path / "future.parquet")
+    with pytest.raises(SuiteInputError) as e:
+        results.read_results([tmp_path / "future.parquet"])
+    assert "newer than this suite reads" in str(e.value) and "\n" not in str(e.value)
+    pq.write_table(table.replace_schema_metadata({b"bwd_suite_schema_version": b"0"}),
+                   tmp_path / "ancient.parquet")
+    with pytest.raises(SuiteInputError, match="schema version 0 cannot be upgraded"):
+        results.read_results([tmp_path / "ancient.parquet"])

@@ -1,0 +1,356 @@
+"""The HTML report: autoescaping, self-containment, numbers read back from the page equal
+the parquet values, the diagnosis column, links, big runs, and baseline notices.
+
+The page is read back through the data attributes it emits (`data-k` names the column,
+`data-v` holds the full-precision value) with the standard library's HTML parser.
+"""
+
+import math
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from reports import render
+from suite.regression import Rule
+from suite.results import read_results
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "benchmarks" / "runs" / "2026-11-29-h200-foundation"
+XSS = '<script>alert("x")</script>'
+
+
+# -- data -----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def perf() -> pd.DataFrame:
+    """The H200 perf run: torch_ref and torch_tiled on 19 cases, timed."""
+    return read_results([RUN / "perf.parquet"])
+
+
+@pytest.fixture(scope="module")
+def gpu() -> pd.DataFrame:
+    """The H200 gpu-profile run: 968 passing torch_ref items."""
+    return read_results([RUN / "gpu.parquet"])
+
+
+def with_failures(df: pd.DataFrame, every: int = 3, diagnosis: bool = True) -> pd.DataFrame:
+    """Every `every`-th row turned into a mismatch of its first output."""
+    df = df.copy().reset_index(drop=True)
+    bad = df.index % every == 0
+    df.loc[bad, "verdict"] = "fail"
+    df.loc[bad, "failure_kind"] = "mismatch"
+    df.loc[bad, "reason"] = "dx mismatch: error 0.5 of max|golden| > allowed"
+    df.loc[bad, "det_spread"] = 1.5e-3
+    df["outputs"] = [[dict(o, err=o["allowed"] * (3 + k), n_bad=17 + k, max_abs=0.25 + k,
+                           rel_l2=0.125, worst_index=f"[0, {k}]") if j == 0 else dict(o)
+                      for j, o in enumerate(outs)] if b else list(outs)
+                     for k, (outs, b) in enumerate(zip(df["outputs"], bad))]
+    if diagnosis:
+        df["diagnosis"] = [f"likely right halo missing (row {k})" if b else None
+                           for k, b in enumerate(bad)]
+        df["diagnosis_cause"] = ["right_halo" if b else None for b in bad]
+    elif "diagnosis" in df:
+        df = df.drop(columns=["diagnosis", "diagnosis_cause"])
+    return df
+
+
+def html_of(df, baseline=None, **options) -> str:
+    return render.render(render.build(df, baseline, render.Options(**options)))
+
+
+# -- reading the page back ---------------------------------------------------------------
+
+class Node:
+    def __init__(self, tag, attrs, parent):
+        self.tag, self.attrs, self.parent = tag, dict(attrs), parent
+        self.children, self.text = [], ""
+
+    def iter(self):
+        yield self
+        for c in self.children:
+            yield from c.iter()
+
+    def all_text(self) -> str:
+        return self.text + "".join(c.all_text() for c in self.children)
+
+    def up(self, attr):
+        """The nearest value of `attr` on this node or an ancestor."""
+        n = self
+        while n is not None and attr not in n.attrs:
+            n = n.parent
+        return n.attrs[attr] if n is not None else None
+
+
+class Tree(HTMLParser):
+    VOID = {"meta", "br", "img", "input", "hr", "link"}
+
+    def __init__(self, html: str):
+        super().__init__()
+        self.root = self.cur = Node("root", {}, None)
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        node = Node(tag, attrs, self.cur)
+        self.cur.children.append(node)
+        if tag not in self.VOID:
+            self.cur = node
+
+    def handle_startendtag(self, tag, attrs):
+        self.cur.children.append(Node(tag, attrs, self.cur))
+
+    def handle_endtag(self, tag):
+        n = self.cur
+        while n is not None and n.tag != tag:
+            n = n.parent
+        if n is not None and n.parent is not None:
+            self.cur = n.parent
+
+    def handle_data(self, data):
+        self.cur.text += data
+
+    def find(self, pred):
+        return [n for n in self.root.iter() if pred(n)]
+
+    def values(self, section: str) -> list:
+        """(case, impl, key, raw value, node) of every data-k inside a section."""
+        sec = self.find(lambda n: n.tag == "section" and n.attrs.get("id") == section)
+        assert sec, section
+        return [(n.up("data-case"), n.up("data-impl"), n.attrs["data-k"], n.attrs.get("data-v"), n)
+                for n in sec[0].iter() if "data-k" in n.attrs]
+
+
+def _row(df, case, impl):
+    r = df[(df.case_id == case) & (df.impl == impl)]
+    assert len(r) == 1, (case, impl)
+    return r.iloc[0]
+
+
+# -- escaping and self-containment ---------------------------------------------------------
+
+def test_case_ids_reasons_and_diagnoses_are_escaped(perf):
+    df = with_failures(perf, every=2)
+    df.loc[0, "case_id"] = df.loc[0, "case_id"] + XSS
+    df.loc[0, "reason"] = "bad " + XSS
+    df.loc[0, "diagnosis"] = "likely " + XSS
+    df.loc[1, "impl"] = 'x" onmouseover="alert(1)'
+    html = html_of(df)
+    assert "<script" not in html.lower() and "onmouseover=\"" not in html
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
+    tree = Tree(html)
+    texts = [n.all_text() for n in tree.find(lambda n: n.attrs.get("data-k") == "reason")]
+    assert "bad " + XSS in texts  # shown as text, verbatim
+    assert any(df.loc[0, "case_id"] == n.attrs.get("data-case") for n in tree.root.iter())
+
+
+def test_page_is_self_contained(perf, gpu):
+    html = html_of(pd.concat([with_failures(perf), gpu], ignore_index=True))
+    low = html.lower()
+    for banned in ("<script", "<link", "@import", "url(", "src=", "http://", "https://"):
+        assert banned not in low, banned
+    assert "<style>" in html and "<svg" in html
+
+
+def test_every_internal_link_has_a_target(perf, gpu):
+    tree = Tree(html_of(pd.concat([with_failures(perf), with_failures(gpu, every=50)],
+                                  ignore_index=True), cap=20))
+    ids = {n.attrs["id"] for n in tree.root.iter() if "id" in n.attrs}
+    hrefs = [n.attrs["href"] for n in tree.root.iter() if n.attrs.get("href", "").startswith("#")]
+    assert len(hrefs) > 1000
+    assert {h[1:] for h in hrefs} <= ids
+
+
+# -- numbers equal the parquet values ------------------------------------------------------
+
+ROOFLINE = ("bytes", "time_median_s", "time_iqr_s", "gbps", "frac_copy_bw", "arith_intensity")
+
+
+def test_roofline_numbers_equal_the_parquet(perf):
+    tree = Tree(html_of(perf))
+    seen = set()
+    for case, impl, key, raw, node in tree.values("roofline"):
+        r = _row(perf, case, impl)
+        if key in ROOFLINE:
+            assert float(raw) == r[key], (case, impl, key)
+            seen.add((case, impl, key))
+        elif key == "n_samples":
+            assert int(raw) == len(r["time_samples_s"])
+        elif key == "bound":
+            assert node.all_text() == r["bound"]
+    assert len(seen) == len(perf) * len(ROOFLINE)
+    rows = tree.find(lambda n: n.tag == "tr" and n.attrs.get("id", "").startswith("r"))
+    assert len(rows) == len(perf)
+
+
+def test_failure_metrics_and_diagnosis_equal_the_parquet(perf):
+    df = with_failures(perf)
+    tree = Tree(html_of(df))
+    checked = 0
+    for case, impl, key, raw, node in tree.values("failures"):
+        r = _row(df, case, impl)
+        if key == "det_spread":
+            assert float(raw) == r["det_spread"]
+        elif key == "diagnosis":
+            assert node.all_text().startswith(r["diagnosis"])
+            assert r["diagnosis_cause"] in node.all_text()
+        elif key == "reason":
+            assert node.all_text() == r["reason"]
+        else:
+            out = {o["name"]: o for o in r["outputs"]}[_output_of(node)]
+            if key == "worst_index":
+                assert node.all_text() == out["worst_index"]
+            elif key == "over":
+                assert float(raw) == pytest.approx(out["err"] / out["allowed"], rel=1e-15)
+            else:
+                assert float(raw) == out[key], (case, impl, key)
+            checked += 1
+    n_fail = int((df.verdict == "fail").sum())
+    assert checked == n_fail * 7  # err, allowed, over, max_abs, rel_l2, n_bad, worst_index
+    header = [n.all_text() for n in tree.find(lambda n: n.tag == "th")]
+    assert "diagnosis" in header
+
+
+def _output_of(node):
+    """The output name of the metrics row a cell belongs to."""
+    row = node.parent
+    return next(c.attrs["data-output"] for c in row.children if "data-output" in c.attrs)
+
+
+def test_summary_counts_equal_the_parquet(perf, gpu):
+    df = pd.concat([with_failures(perf), gpu], ignore_index=True)
+    tree = Tree(html_of(df))
+    rows = tree.find(lambda n: n.tag == "tr" and "data-impl" in n.attrs and "data-op" in n.attrs)
+    assert len(rows) == df.groupby(["op", "impl"]).ngroups
+    for tr in rows:
+        sub = df[(df.op == tr.attrs["data-op"]) & (df.impl == tr.attrs["data-impl"])]
+        for n in tr.iter():
+            key = n.attrs.get("data-k", "")
+            if key == "items":
+                assert int(n.attrs["data-v"]) == len(sub)
+            elif key.startswith("verdict:"):
+                assert int(n.attrs["data-v"]) == (sub.verdict == key[8:]).sum()
+            elif key.startswith("determinism:"):
+                assert int(n.attrs["data-v"]) == (sub.determinism == key[12:]).sum()
+
+
+def test_speedups_and_their_geometric_mean_equal_the_parquet(perf):
+    df = with_failures(perf, every=7)
+    tree = Tree(html_of(df))
+    t = df.pivot(index="case_id", columns="impl", values="time_median_s")
+    ok = df.pivot(index="case_id", columns="impl", values="verdict") == "pass"
+    both = ok["torch_ref"] & ok["torch_tiled"]
+    ratios = (t["torch_ref"] / t["torch_tiled"])[both]
+    want = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    values = {(c, k): raw for c, _, k, raw, _ in tree.values("side-by-side")}
+    assert float(values[(None, "geomean:torch_tiled")]) == pytest.approx(want, rel=1e-12)
+    for case in t.index:
+        assert float(values[(case, "median:torch_tiled")]) == t.at[case, "torch_tiled"]
+        assert float(values[(case, "speedup:torch_tiled")]) == pytest.approx(
+            t.at[case, "torch_ref"] / t.at[case, "torch_tiled"], rel=1e-15)
+
+
+def test_baseline_implementation_can_be_chosen(perf):
+    tree = Tree(html_of(perf, baseline_impl="torch_tiled"))
+    table = tree.find(lambda n: n.tag == "table" and "data-baseline" in n.attrs)
+    assert [n.attrs["data-baseline"] for n in table] == ["torch_tiled"]
+    html = html_of(perf, baseline_impl="no_such_impl")
+    assert "has no timed results for causal_conv1d" in html
+
+
+# -- the diagnosis column and unknown columns --------------------------------------------
+
+def _headers(html):
+    sec = [n for n in Tree(html).root.iter() if n.attrs.get("id") == "failures"][0]
+    return [n.all_text() for n in sec.iter() if n.tag == "th"]
+
+
+def test_diagnosis_column_only_when_the_results_carry_one(perf):
+    assert "diagnosis" in _headers(html_of(with_failures(perf)))
+    assert "diagnosis" not in _headers(html_of(with_failures(perf, diagnosis=False)))
+    nulls = with_failures(perf).assign(diagnosis=None, diagnosis_cause=None)
+    assert "diagnosis" not in _headers(html_of(nulls))  # version-1 files, upgraded
+
+
+def test_unknown_columns_are_tolerated(perf):
+    df = with_failures(perf).assign(error_location_dim=3, some_future_column=[{"a": 1}] * len(perf))
+    html = html_of(df)
+    assert "some_future_column" not in html and "causal_conv1d" in html
+
+
+# -- big runs, listing caps ----------------------------------------------------------------
+
+def test_big_sweeps_list_failing_cases_first_and_count_the_rest(gpu):
+    df = gpu.copy()
+    last = df.index[df.case_group == "boundaries"][-1]  # a failure at the end of the sweep
+    df.loc[last, ["verdict", "failure_kind", "reason"]] = ["error", "exception", "boom"]
+    report = render.build(df, options=render.Options(cap=5))
+    group = [g for m in report.matrix for g in m.groups if g.name == "boundaries"][0]
+    assert len(group.rows) == 5 and group.open
+    assert group.rows[0].case_id == df.loc[last, "case_id"]
+    assert group.n_hidden == df[df.case_group == "boundaries"].case_id.nunique() - 5
+    assert sum(t.n for t in group.hidden_tallies) == group.n_hidden  # one impl
+    assert report.summary.total.items.raw == str(len(df))  # counts cover every row
+    assert any("cases are not listed" in n.text for n in report.notices)
+
+
+def big_frame(perf, gpu, n=20_000) -> pd.DataFrame:
+    """n rows from the real runs, as 4 implementations x many distinct cases."""
+    src = pd.concat([perf, gpu], ignore_index=True)
+    parts, k = [], 0
+    while sum(map(len, parts)) < n:
+        parts.append(src.assign(case_id=src.case_id + f"-r{k // 4}", impl=src.impl + f"_{k % 4}"))
+        k += 1
+    return with_failures(pd.concat(parts, ignore_index=True).iloc[:n], every=9)
+
+
+def test_twenty_thousand_rows_render_fast_and_small(perf, gpu, tmp_path):
+    big = big_frame(perf, gpu)
+    slower = big.copy()
+    slower["time_median_s"] = slower["time_median_s"] * 1.3
+    slower["time_samples_s"] = [s * 1.3 for s in slower["time_samples_s"]]
+    start = time.perf_counter()
+    path = render.write(render.build(slower, big), tmp_path / "big.html")
+    elapsed = time.perf_counter() - start
+    size = path.stat().st_size
+    assert elapsed < 10, elapsed
+    assert size < 10e6, size
+    html = path.read_text()
+    assert "Regressions" in html and "20,000" in html
+
+
+# -- baselines -----------------------------------------------------------------------------
+
+def test_baseline_without_common_cases_gives_a_notice(perf, gpu):
+    report = render.build(perf, gpu)
+    assert report.changes is None
+    assert any("shares no" in n.text for n in report.notices)
+    assert "there is nothing to compare" in render.render(report)
+
+
+def test_planted_regression_and_new_failure_are_shown(perf):
+    cur = perf.copy()
+    case = cur.case_id[4]
+    cur.loc[4, "time_median_s"] *= 1.3
+    cur.at[4, "time_samples_s"] = cur.at[4, "time_samples_s"] * 1.3
+    cur.loc[7, ["verdict", "failure_kind", "reason"]] = ["fail", "mismatch", "planted"]
+    report = render.build(cur, perf, render.Options(rule=Rule()))
+    assert report.changes.gate_failed
+    tree = Tree(render.render(report))
+    regress = tree.find(lambda n: n.tag == "table" and "regressions" in n.attrs.get("class", ""))
+    rows = [n for n in regress[0].iter() if n.tag == "tr" and "data-case" in n.attrs]
+    assert [(r.attrs["data-case"], r.attrs["data-impl"]) for r in rows] == \
+        [(case, cur.impl[4])]
+    ratio = [n for n in rows[0].iter() if n.attrs.get("data-k") == "ratio"][0]
+    assert float(ratio.attrs["data-v"]) == pytest.approx(1.3)
+    fails = tree.find(lambda n: n.tag == "table" and "new-failures" in n.attrs.get("class", ""))
+    assert [n.attrs["data-case"] for n in fails[0].iter() if n.tag == "tr"
+            and "data-case" in n.attrs] == [cur.case_id[7]]
+
+
+def test_untimed_results_render(perf):
+    df = perf.assign(time_median_s=None, time_iqr_s=None, gbps=None, frac_copy_bw=None,
+                     time_samples_s=None)
+    html = html_of(with_failures(df))
+    assert "hold no timings" in html and "No timed items" in html
