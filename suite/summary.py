@@ -49,7 +49,7 @@ def render(rows: Iterable[dict]) -> str:
         bitwise = sum(r["determinism"] == "bitwise" for r in rs)
         lines.append(f"{op:<16} {impl:<30} {len(rs):>5} "
                      + " ".join(f"{n:>11}" for n in counts)
-                     + f" {bitwise:>8} {_fmt(med, '12.1f')} {_fmt(frac, '10.3f')}")
+                     + f" {bitwise:>8} {_fmt(med, '12.4g')} {_fmt(frac, '10.3g')}")
     bad = [r for r in rows if r["verdict"] in ("fail", "error")]
     if bad:
         lines.append(f"\n{len(bad)} failing items"
