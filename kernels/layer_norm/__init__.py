@@ -1,0 +1,1 @@
+"""Implementations of the LayerNorm backward (op `layer_norm`)."""

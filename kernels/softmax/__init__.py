@@ -1,0 +1,1 @@
+"""Implementations of the softmax backward (op `softmax`, ops/softmax.py)."""

@@ -1,0 +1,73 @@
+"""Adapter for Liger-Kernel's softmax backward (Triton, `liger_kernel.ops.softmax`).
+
+Liger computes dx = y * (dy - sum(dy * y)) with one program per row: its
+`_softmax_single_block_backward_kernel` for rows up to `MAX_FUSED_SIZE` = 65536, and in
+newer versions `_softmax_multi_block_backward_kernel` (tiles of 65536) for longer rows,
+with BLOCK_SIZE and num_warps from `liger_kernel.ops.utils.calculate_settings` as its
+`_softmax_backward` picks them. The adapter launches that kernel itself so that it writes
+straight into the suite's dx (no extra copy in the timing); where the kernel names are
+missing (another Liger version) it calls `_softmax_backward` and copies its result.
+Liger has no fused dropout: with dropout the adapter first runs PyTorch's dropout
+backward (dy * mask * scale in the case dtype), as `torch_ref` does, so the two are timed
+on the same unfused work. Registered disabled, with the import error, where
+`liger_kernel` (or triton) does not import.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from suite.registry import implementation
+
+try:
+    from liger_kernel.ops import softmax as _lsm
+    from liger_kernel.ops.utils import calculate_settings
+
+    try:
+        from importlib.metadata import version as _version
+
+        VERSION = _version("liger-kernel")
+    except Exception:  # noqa: BLE001 - a source checkout without metadata
+        VERSION = ""
+    WHY_NOT = ""
+except Exception as e:  # noqa: BLE001 - ImportError, or triton failing to load
+    _lsm = calculate_settings = None
+    VERSION = ""
+    WHY_NOT = f"liger_kernel is not importable ({type(e).__name__}: {e})"
+
+_MAX_FUSED = getattr(_lsm, "MAX_FUSED_SIZE", 65536)
+
+
+def supports(p) -> str | None:
+    """Rows over 65536 take the multi-block kernels, live only in versions that define
+    MAX_FUSED_SIZE (before, calculate_settings refused them and the path was dead code)."""
+    if p["length"] > _MAX_FUSED and not hasattr(_lsm, "MAX_FUSED_SIZE"):
+        return f"rows longer than {_MAX_FUSED} need a Liger with live multi-block kernels"
+    return None
+
+
+def _launch(g, y, dx) -> bool:
+    """Liger's backward kernel into dx (2-D, rows contiguous); False if not found."""
+    n_rows, n_cols = g.shape
+    multi = n_cols > _MAX_FUSED
+    name = ("_softmax_multi_block_backward_kernel" if multi
+            else "_softmax_single_block_backward_kernel")
+    kernel = getattr(_lsm, name, None)
+    if kernel is None or any(t.stride(-1) != 1 for t in (g, y, dx)):
+        return False
+    block, warps = calculate_settings(min(n_cols, _MAX_FUSED))
+    kernel[(n_rows,)](g, g.stride(0), y, y.stride(0), dx, dx.stride(0), n_cols,
+                      BLOCK_SIZE=block, num_warps=warps)
+    return True
+
+
+@implementation("softmax", "liger", kind="vendor", devices=("cuda",), supports=supports,
+                deterministic=True, version=VERSION, enabled=not WHY_NOT,
+                disabled_reason=WHY_NOT)
+def liger(*, y, dy, mask, scale, out):
+    """Liger-Kernel's Triton softmax backward (dropout backward unfused, in PyTorch)"""
+    g = dy if mask is None else torch.ops.aten.native_dropout_backward(dy, mask, scale)
+    if not _launch(g, y, out["dx"]):
+        n = y.shape[-1]
+        block, warps = calculate_settings(min(n, _MAX_FUSED))
+        out["dx"].copy_(_lsm._softmax_backward(g, y, block, warps, n > _MAX_FUSED))

@@ -1,0 +1,137 @@
+"""Op contract of the LayerNorm backward over the last dimension.
+
+Inputs: x (rows, N) and dy (rows, N) in the case dtype, gamma (N,) in fp32 or x's dtype
+(None without affine), and the forward's saved statistics mean and rstd (rows,) in fp32,
+as PyTorch's CUDA forward saves them. No attributes: eps only enters through rstd.
+Outputs: dx like x; with affine dgamma and dbeta like gamma. The float64 truth is
+`golden.layer_norm.backward` at the saved statistics (its docstring says why).
+
+Input values: x = x_mean + x_std * N(0, 1) rounded to the case dtype, dy = N(0, 1),
+gamma = 1 + N(0, 0.5^2); mean and rstd are the float64 statistics of the rounded x,
+rounded once to fp32 (the best a forward could save).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import torch
+
+from golden import layer_norm as golden
+from suite import inputs as mk
+from suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass
+from suite.params import Param, ParamSet
+from suite.registry import register_op
+
+
+def _num(v) -> str:
+    return f"{float(v):g}"
+
+
+PARAMS = ParamSet((
+    Param("rows", "int", 64, "M, rows normalized independently", minimum=1,
+          id_token=lambda v: f"M{v}"),
+    Param("hidden", "int", 1024, "N, the normalized (last) dimension", minimum=1,
+          id_token=lambda v: f"N{v}"),
+    Param("dtype", "str", "bfloat16", "dtype of x, dy and dx",
+          choices=("float32", "float16", "bfloat16"), id_token=lambda v: mk.DTYPE_SHORT[v]),
+    Param("weight_dtype", "str", "float32", "float32, or match: the dtype of x",
+          choices=("float32", "match"), id_token=lambda v: "" if v == "float32" else "wmatch"),
+    Param("affine", "bool", True, "with gamma and beta (outputs dgamma, dbeta)",
+          id_token=lambda v: "" if v else "noaffine"),
+    Param("eps", "float", 1e-5, "eps of the forward, inside rstd = 1/sqrt(var + eps)",
+          minimum=0.0, id_token=lambda v: "" if v == 1e-5 else f"eps{_num(v)}"),
+    Param("x_mean", "float", 0.0, "offset of x (1000: large-mean rows)",
+          id_token=lambda v: "" if v == 0.0 else f"mean{_num(v)}"),
+    Param("x_std", "float", 1.0, "standard deviation of x (small: tiny variances)",
+          minimum=0.0, id_token=lambda v: "" if v == 1.0 else f"std{_num(v)}"),
+))
+
+
+def check_case(p: Mapping):
+    if p["eps"] <= 0 and (p["hidden"] == 1 or p["x_std"] == 0):
+        return "eps", "eps = 0 with a constant row makes rstd infinite"
+    if p["weight_dtype"] != "float32" and not p["affine"]:
+        return "weight_dtype", "has no effect without affine = true"
+    return None
+
+
+# ---------------------------------------------------------------- input factory
+
+def make_inputs(p: Mapping, seed: int, device: torch.device) -> CaseInputs:
+    gen = mk.generator(seed)
+    M, N = p["rows"], p["hidden"]
+    dt = mk.DTYPES[p["dtype"]]
+    wdt = dt if p["weight_dtype"] == "match" else torch.float32
+    # N(0, x_std) drawn in fp32, shifted in float64, rounded once to the case dtype
+    x = (mk.randn((M, N), torch.float32, gen, device, scale=p["x_std"]).double()
+         + p["x_mean"]).to(dt)
+    dy = mk.randn((M, N), dt, gen, device)
+    gamma = None
+    if p["affine"]:
+        gamma = (mk.randn((N,), torch.float32, gen, device, scale=0.5).double() + 1).to(wdt)
+    mean, rstd = golden.statistics(x.double(), p["eps"])
+    return CaseInputs(
+        tensors={"x": x, "dy": dy, "gamma": gamma, "mean": mean.float(),
+                 "rstd": rstd.float()},
+        attrs={},
+    )
+
+
+# ---------------------------------------------------------------- outputs
+
+def outputs(p: Mapping):
+    outs = [OutputSpec("dx", TolClass.ELEMENTWISE)]
+    if p["affine"]:
+        outs += [OutputSpec("dgamma", TolClass.REDUCTION),
+                 OutputSpec("dbeta", TolClass.REDUCTION)]
+    return outs
+
+
+def empty_outputs(inputs: CaseInputs, p: Mapping) -> dict:
+    t = inputs.tensors
+    out = {"dx": torch.empty_like(t["x"], memory_format=torch.contiguous_format)}
+    if t["gamma"] is not None:
+        out["dgamma"] = torch.empty_like(t["gamma"], memory_format=torch.contiguous_format)
+        out["dbeta"] = torch.empty_like(t["gamma"], memory_format=torch.contiguous_format)
+    return out
+
+
+def run_golden(x, dy, gamma, mean, rstd):
+    return golden.backward(x, dy, mean, rstd, gamma=gamma)
+
+
+# ---------------------------------------------------------------- roofline
+
+def _sizes(p):
+    es = torch.finfo(mk.DTYPES[p["dtype"]]).bits // 8
+    ws = es if p["weight_dtype"] == "match" else 4
+    return p["rows"], p["hidden"], es, ws
+
+
+def compulsory_bytes(p: Mapping) -> int:
+    """x and dy read, dx written (3 M N es); mean and rstd read (8 M); with affine gamma
+    read and dgamma, dbeta written (3 N ws)."""
+    M, N, es, ws = _sizes(p)
+    return 3 * M * N * es + 8 * M + (3 * N * ws if p["affine"] else 0)
+
+
+def flops(p: Mapping) -> int:
+    """Per element: xhat (2), the two row sums (3), dx (4); with affine g = dy*gamma (1)
+    and the dgamma, dbeta column sums (3): 13 M N with affine, 9 M N without."""
+    M, N, _, _ = _sizes(p)
+    return M * N * (13 if p["affine"] else 9)
+
+
+SPEC = register_op(OpSpec(
+    name="layer_norm",
+    doc="LayerNorm backward over the last dim from saved mean/rstd: dx, dgamma, dbeta",
+    params=PARAMS,
+    check_case=check_case,
+    make_inputs=make_inputs,
+    golden=run_golden,
+    outputs=outputs,
+    empty_outputs=empty_outputs,
+    bytes=compulsory_bytes,
+    flops=flops,
+))
