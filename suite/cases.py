@@ -19,6 +19,7 @@ runs.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import tomllib
 import zlib
@@ -108,7 +109,7 @@ def _expand_entry(spec, file, kind, entry, defaults, base_seed) -> list[Case]:
 
     fixed, swept = {}, {}
     for pname, param in spec.params.by_name.items():
-        value = entry.get(pname, defaults.get(pname, param.default))
+        value = entry.get(pname, defaults.get(pname, copy.deepcopy(param.default)))
         where = _where(file, kind, name, pname)
         if _is_sweep_value(param, value):
             if kind == "case":

@@ -7,6 +7,7 @@ typo or a wrong type is refused with the file and key named before anything runs
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -90,7 +91,8 @@ class ParamSet:
         object.__setattr__(self, "by_name", {p.name: p for p in self.params})
 
     def defaults(self) -> dict:
-        return {p.name: p.default for p in self.params}
+        # copies: a case that changed a list default must not change every other case
+        return {p.name: copy.deepcopy(p.default) for p in self.params}
 
     def case_id(self, values: dict) -> str:
         """Readable id such as B2-D256-L1-K4-bf16-cl-silu-init-final (param order)."""
