@@ -22,32 +22,17 @@ from golden import causal_conv1d as golden
 from suite import registry
 from suite.cases import load_cases
 from suite.errors import SuiteInputError
+from tests.golden_support import one_thread, rel_err, to64  # noqa: F401 - fixture
 
 OP = "causal_conv1d"
 CPU = torch.device("cpu")
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """The tensors here are tiny: intra-op threads only add overhead, and on a busy
-    2-core machine F.conv1d's thread hand-off was seen to stall ~40 ms per call."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
-def rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
-    """max |got - ref| / max |ref| (absolute when ref is all zeros)."""
-    assert got.shape == ref.shape, (got.shape, ref.shape)
-    diff = (got - ref).abs().max().item() if ref.numel() else 0.0
-    scale = ref.abs().max().item() if ref.numel() else 0.0
-    return diff / scale if scale > 0 else diff
 
 
-def to64(t):
-    return t.to(F64) if t is not None and t.is_floating_point() else t
 
 
 def rand(*shape, gen):

@@ -22,22 +22,15 @@ from golden import layer_norm as golden
 from suite import registry
 from suite.cases import load_cases
 from suite.errors import SuiteInputError
+from tests.golden_support import one_thread, rel_err, to64  # noqa: F401 - fixture
 
 OP = "layer_norm"
 CPU = torch.device("cpu")
 F64 = torch.float64
 
 
-def rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
-    """max |got - ref| / max |ref| (absolute when ref is all zeros)."""
-    assert got.shape == ref.shape, (got.shape, ref.shape)
-    diff = (got - ref).abs().max().item() if ref.numel() else 0.0
-    scale = ref.abs().max().item() if ref.numel() else 0.0
-    return diff / scale if scale > 0 else diff
 
 
-def to64(t):
-    return t.to(F64) if t is not None and t.is_floating_point() else t
 
 
 # ============================================================ 1. backward == autograd

@@ -19,27 +19,15 @@ from golden import softmax as golden
 from suite import registry
 from suite.cases import load_cases
 from suite.errors import SuiteInputError
+from tests.golden_support import one_thread, rel_err  # noqa: F401 - fixture
 
 OP = "softmax"
 CPU = torch.device("cpu")
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: intra-op threads only add overhead on a busy 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
-def rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
-    """max |got - ref| / max |ref| (absolute when ref is all zeros)."""
-    assert got.shape == ref.shape, (got.shape, ref.shape)
-    diff = (got - ref).abs().max().item() if ref.numel() else 0.0
-    scale = ref.abs().max().item() if ref.numel() else 0.0
-    return diff / scale if scale > 0 else diff
 
 
 # ============================================================ 1. backward == autograd

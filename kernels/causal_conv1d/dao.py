@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 
+from kernels.vendor import not_importable
 from suite.registry import implementation
 
 try:
@@ -19,9 +20,8 @@ try:
 
     VERSION, WHY_NOT = _pkg.__version__, ""
 except Exception as e:  # noqa: BLE001 - ImportError, or a build for another torch/arch
-    VERSION = ""
-    WHY_NOT = (f"causal_conv1d is not importable ({type(e).__name__}: {e}); "
-               f"scripts/install_dao.sh builds it from the sdist")
+    VERSION, WHY_NOT = "", not_importable("causal_conv1d", e,
+                                          "scripts/install_dao.sh builds it from the sdist")
 
 
 def supports(p) -> str | None:

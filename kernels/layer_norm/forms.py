@@ -19,7 +19,6 @@ quantities of order 1 and has no such cancellation.
 
 from __future__ import annotations
 
-import torch
 
 from suite.registry import implementation
 

@@ -12,23 +12,16 @@ from __future__ import annotations
 
 import torch
 
+from kernels.vendor import LIGER_HOW, not_importable, package_version
 from suite.registry import implementation
 
 try:
-    import liger_kernel as _pkg  # noqa: F401
     from liger_kernel.ops.layer_norm import layer_norm_backward as _liger_bwd
 
-    try:
-        from importlib.metadata import version as _version
-        VERSION = _version("liger-kernel")
-    except Exception:  # noqa: BLE001 - a source checkout without metadata
-        VERSION = ""
-    WHY_NOT = ""
+    VERSION, WHY_NOT = package_version("liger-kernel"), ""
 except Exception as e:  # noqa: BLE001 - ImportError, or triton missing / unusable
     _liger_bwd = None
-    VERSION = ""
-    WHY_NOT = (f"liger_kernel is not importable ({type(e).__name__}: {e}); "
-               f"pip install liger-kernel on a CUDA machine with triton")
+    VERSION, WHY_NOT = "", not_importable("liger_kernel", e, LIGER_HOW)
 
 
 def supports(p) -> str | None:

@@ -17,23 +17,17 @@ from __future__ import annotations
 
 import torch
 
+from kernels.vendor import LIGER_HOW, not_importable, package_version
 from suite.registry import implementation
 
 try:
     from liger_kernel.ops import softmax as _lsm
     from liger_kernel.ops.utils import calculate_settings
 
-    try:
-        from importlib.metadata import version as _version
-
-        VERSION = _version("liger-kernel")
-    except Exception:  # noqa: BLE001 - a source checkout without metadata
-        VERSION = ""
-    WHY_NOT = ""
+    VERSION, WHY_NOT = package_version("liger-kernel"), ""
 except Exception as e:  # noqa: BLE001 - ImportError, or triton failing to load
     _lsm = calculate_settings = None
-    VERSION = ""
-    WHY_NOT = f"liger_kernel is not importable ({type(e).__name__}: {e})"
+    VERSION, WHY_NOT = "", not_importable("liger_kernel", e, LIGER_HOW)
 
 _MAX_FUSED = getattr(_lsm, "MAX_FUSED_SIZE", 65536)
 
