@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-CSRC = Path(__file__).resolve().parents[1] / "kernels" / "causal_conv1d" / "csrc"
+KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 NVCC = shutil.which("nvcc")
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
-@pytest.mark.parametrize("source", sorted(CSRC.glob("*.cu")), ids=lambda p: p.name)
+@pytest.mark.parametrize("source", sorted(KERNELS.glob("*/csrc/*.cu")),
+                         ids=lambda p: f"{p.parent.parent.name}/{p.name}")
 def test_compiles_for_sm90_without_spills(source, tmp_path):
     r = subprocess.run([NVCC, "-c", "-std=c++17", "-O3", "--use_fast_math",
                         "-gencode=arch=compute_90,code=sm_90", "-Xptxas", "-v",

@@ -1,56 +1,22 @@
-"""This project's CUDA causal conv1d backward (csrc/conv1d_bwd.cu), deterministic.
-
-Built with torch.utils.cpp_extension on first use for the current GPU's architecture
-(sm_90 on Hopper; BWD_SUITE_CUDA_ARCH=90 overrides) and cached by torch in
-TORCH_EXTENSIONS_DIR; `python -m suite prebuild` builds it ahead of a run.
-"""
+"""This project's CUDA causal conv1d backward (csrc/conv1d_bwd.cu), deterministic; built
+on first use by kernels/cuda_build.py."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
 
+from kernels.cuda_build import load_extension
 from suite.registry import implementation
 
 CSRC = Path(__file__).resolve().parent / "csrc"
 SOURCES = [CSRC / "conv1d_bwd_binding.cpp", CSRC / "conv1d_bwd.cu"]
-NVCC_FLAGS = ["-O3", "-std=c++17", "--use_fast_math", "-lineinfo"]
 MAX_WIDTH = 4
-
-_built = {}
-
-
-def _arch() -> str:
-    if os.environ.get("BWD_SUITE_CUDA_ARCH"):
-        return os.environ["BWD_SUITE_CUDA_ARCH"]
-    major, minor = torch.cuda.get_device_capability()
-    return f"{major}{minor}"
 
 
 def extension():
-    """The compiled module; a failed build is remembered, not retried on every call."""
-    if "module" in _built:
-        return _built["module"]
-    if "error" in _built:
-        raise RuntimeError(_built["error"])
-    from torch.utils.cpp_extension import load
-
-    arch = _arch()
-    try:
-        _built["module"] = load(
-            name=f"bwd_suite_causal_conv1d_sm{arch}",
-            sources=[str(s) for s in SOURCES],
-            extra_include_paths=[str(CSRC)],
-            extra_cflags=["-O3"],
-            extra_cuda_cflags=NVCC_FLAGS + [f"-gencode=arch=compute_{arch},code=sm_{arch}"],
-            verbose=os.environ.get("BWD_SUITE_BUILD_VERBOSE") == "1",
-        )
-    except Exception as e:  # noqa: BLE001 - kept for the error rows of every later item
-        _built["error"] = f"building {SOURCES[1].name} failed: {type(e).__name__}: {e}"
-        raise RuntimeError(_built["error"]) from e
-    return _built["module"]
+    return load_extension("bwd_suite_causal_conv1d", SOURCES)
 
 
 def _supports(p):

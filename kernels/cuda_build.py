@@ -1,0 +1,52 @@
+"""Build this project's CUDA extensions with torch.utils.cpp_extension, once per process.
+
+Each kernel folder has a torch-free `.cu` (compiled with nvcc alone in CI by
+tests/test_cuda_sources.py) and a thin binding `.cpp`. The extension is compiled on first
+use for the current GPU's architecture (sm_90 on Hopper; BWD_SUITE_CUDA_ARCH=90
+overrides), cached by torch in TORCH_EXTENSIONS_DIR, and built ahead of a run by
+`python -m suite prebuild`. A failed build is remembered, so every later item reports the
+same error instead of compiling again.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+NVCC_FLAGS = ["-O3", "-std=c++17", "--use_fast_math", "-lineinfo"]
+
+_built: dict[str, object] = {}
+
+
+def cuda_arch() -> str:
+    if os.environ.get("BWD_SUITE_CUDA_ARCH"):
+        return os.environ["BWD_SUITE_CUDA_ARCH"]
+    major, minor = torch.cuda.get_device_capability()
+    return f"{major}{minor}"
+
+
+def load_extension(name: str, sources: list[Path]):
+    """The compiled module `name` built from `sources` (their folder is on the include path)."""
+    key = name
+    if isinstance(_built.get(key), BaseException):
+        raise RuntimeError(str(_built[key]))
+    if key in _built:
+        return _built[key]
+    from torch.utils.cpp_extension import load
+
+    arch = cuda_arch()
+    try:
+        _built[key] = load(
+            name=f"{name}_sm{arch}",
+            sources=[str(s) for s in sources],
+            extra_include_paths=sorted({str(Path(s).parent) for s in sources}),
+            extra_cflags=["-O3"],
+            extra_cuda_cflags=NVCC_FLAGS + [f"-gencode=arch=compute_{arch},code=sm_{arch}"],
+            verbose=os.environ.get("BWD_SUITE_BUILD_VERBOSE") == "1",
+        )
+    except Exception as e:  # noqa: BLE001 - kept for the error rows of every later item
+        _built[key] = RuntimeError(f"building {name} failed: {type(e).__name__}: {e}")
+        raise RuntimeError(str(_built[key])) from e
+    return _built[key]
