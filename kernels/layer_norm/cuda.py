@@ -1,0 +1,33 @@
+"""This project's CUDA LayerNorm backward (csrc/layer_norm_bwd.cu), deterministic; built on
+first use by kernels/cuda_build.py.
+
+dx in the x-hat form from the saved fp32 mean and rstd, x and dy read once per row, both
+row sums in one reduction, fp32 math with one rounding at the store; one warp per row up to
+1024 columns, one block per row beyond; dgamma/dbeta by per-block partial column sums in a
+workspace, added in a fixed order by a second kernel (no atomics).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from kernels.cuda_build import load_extension
+from suite.registry import implementation
+
+CSRC = Path(__file__).resolve().parent / "csrc"
+SOURCES = [CSRC / "layer_norm_bwd_binding.cpp", CSRC / "layer_norm_bwd.cu"]
+
+
+def extension():
+    return load_extension("bwd_suite_layer_norm", SOURCES)
+
+
+@implementation("layer_norm", "cuda", kind="ours", devices=("cuda",), deterministic=True,
+                enabled=torch.cuda.is_available(),
+                disabled_reason="" if torch.cuda.is_available() else "no CUDA device here",
+                build=extension)
+def cuda(*, x, dy, gamma, mean, rstd, out):
+    """CUDA kernel: x-hat form, one paired row reduction, fixed-order dgamma/dbeta"""
+    extension().bwd(x, dy, gamma, mean, rstd, out["dx"], out.get("dgamma"), out.get("dbeta"))

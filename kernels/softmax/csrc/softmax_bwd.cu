@@ -1,0 +1,360 @@
+// Softmax backward along the last dim with the dropout backward fused, deterministic.
+//
+// Per row of length N: g = dy * keep * scale (or dy), dot = sum_j g_j y_j,
+// dx = y * (g - dot). y, dy (and the 1-byte keep mask) are read once, the dot is one
+// row reduction in fp32, dx is rounded once at the store. Reductions are fixed-order
+// (per-thread sequential, then a warp xor-butterfly, then the warps' partials summed in
+// warp order by every thread): bitwise reproducible, no atomics.
+//
+// Tiling. A row is cut into chunks of TPR x V elements (TPR threads per row, V = 16 bytes
+// of T: 4 fp32 or 8 fp16/bf16); a thread holds C chunks' worth (C 16-byte vectors of y
+// and of dy) in registers, so the row is read from memory once and the output computed
+// from registers after the reduction.
+//  - short rows (N <= 32 x 8 x V: 1024 fp32, 2048 fp16/bf16): one warp per row, 4 rows
+//    per 128-thread block, C = 1, 2, 4 or 8; the reduction is warp shuffles only.
+//  - long rows: one block per row, TPR = 128 (N <= 4096 fp32 / 8192 16-bit), 256 (8192 /
+//    16384) or 512, C = 4 or 8: held in registers up to 512 x 8 vectors = 16384 fp32 or
+//    32768 fp16/bf16 elements per row (128 KiB of y and dy per block, half the register
+//    file); the warps' partial sums meet in shared memory (one __syncthreads).
+//  - longer rows (32768 fp32, 65536 16-bit and beyond): the first 512 x 8 vectors stay in
+//    registers, the rest of the row is streamed twice (pass 1 the dot, pass 2 the output),
+//    so only the part that does not fit is read a second time (mostly from L2 for a few
+//    rows in flight). Shared memory could hold another ~200 KiB, but only correctness
+//    cases use such rows; the perf shapes (N <= 8192) are register-resident.
+// Memory access. Vector path (y, dy, dx 16-byte aligned rows, the mask V-byte aligned):
+// thread t of the row reads the 16-byte vector (c x TPR + t) of chunk c; a partial last
+// vector (N not a multiple of V) is read and written element by element. Scalar path
+// (rows not aligned, e.g. N odd): element c x TPR x V + i x TPR + t, coalesced per i.
+// The scalar path keeps the same C but at most 256 threads per row (16-bit elements loaded
+// one by one need ~160 registers; 512 threads would cap a thread at 128 and spill), so it
+// streams from 8192 fp32 / 16384 16-bit elements on.
+// The last dimension must be contiguous (the binding checks); row strides are free.
+// Offsets are 64-bit (rows x N may exceed 2^31).
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "softmax_bwd.h"
+
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarpRows = 4;      // rows (warps) per block of the warp-per-row kernel
+constexpr int kMaxChunks = 8;     // C: 16-byte vectors of y and of dy per thread
+constexpr int kMaxThreads = 512;  // threads of the block-per-row kernel
+// ... on the scalar path: 16-bit elements loaded one by one sit in a register each until
+// packed, so a thread needs up to ~160 registers there (512 threads would cap it at 128)
+constexpr int kMaxThreadsScalar = 256;
+
+template <typename T> __device__ __forceinline__ float to_f(T v);
+template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// V = 16 / sizeof(T) elements in one 16-byte word
+template <typename T> struct Vec {
+  static constexpr int V = 16 / sizeof(T);
+  union {
+    uint4 raw;
+    T e[16 / sizeof(T)];
+  };
+};
+
+// the V keep bytes of one vector: 4 bytes (fp32) or 8 (16-bit)
+template <int V> struct MaskBits;
+template <> struct MaskBits<4> { using type = uint32_t; };
+template <> struct MaskBits<8> { using type = uint2; };
+template <int V> struct MaskVec {
+  union {
+    typename MaskBits<V>::type raw;
+    uint8_t b[V];
+  };
+};
+
+// Chunk starting at row element `base`: this thread's V elements of y, dy (and the mask);
+// elements at or past n read as zeros.
+template <typename T, bool kVec, bool kDrop>
+__device__ __forceinline__ void load_chunk(const T *__restrict__ y, const T *__restrict__ dy,
+                                           const uint8_t *__restrict__ mk, int64_t base,
+                                           int tid, int tpr, int64_t n, Vec<T> &yv,
+                                           Vec<T> &dv, MaskVec<Vec<T>::V> &mv) {
+  constexpr int V = Vec<T>::V;
+  using MaskT = typename MaskBits<V>::type;
+  if (kVec) {
+    const int64_t e0 = base + int64_t(tid) * V;
+    if (e0 + V <= n) {
+      yv.raw = __ldg(reinterpret_cast<const uint4 *>(y + e0));
+      dv.raw = __ldg(reinterpret_cast<const uint4 *>(dy + e0));
+      if (kDrop) mv.raw = __ldg(reinterpret_cast<const MaskT *>(mk + e0));
+      return;
+    }
+    yv.raw = make_uint4(0u, 0u, 0u, 0u);
+    dv.raw = make_uint4(0u, 0u, 0u, 0u);
+    if (kDrop) mv.raw = MaskT{};
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      if (e0 + i < n) {
+        yv.e[i] = y[e0 + i];
+        dv.e[i] = dy[e0 + i];
+        if (kDrop) mv.b[i] = mk[e0 + i];
+      }
+    }
+  } else {
+    yv.raw = make_uint4(0u, 0u, 0u, 0u);
+    dv.raw = make_uint4(0u, 0u, 0u, 0u);
+    if (kDrop) mv.raw = MaskT{};
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const int64_t e = base + int64_t(i) * tpr + tid;
+      if (e < n) {
+        yv.e[i] = y[e];
+        dv.e[i] = dy[e];
+        if (kDrop) mv.b[i] = mk[e];
+      }
+    }
+  }
+}
+
+// Dropped elements of dy become +0, so that g = dy * scale afterwards equals
+// dy * keep * scale (the golden's form) without keeping the mask in registers.
+template <typename T>
+__device__ __forceinline__ void apply_mask(Vec<T> &dv, const MaskVec<Vec<T>::V> &mv) {
+#pragma unroll
+  for (int i = 0; i < Vec<T>::V; ++i)
+    if (mv.b[i] == 0) dv.e[i] = from_f<T>(0.f);
+}
+
+template <typename T, bool kDrop>
+__device__ __forceinline__ float grad(T d, float scale) {
+  return kDrop ? to_f<T>(d) * scale : to_f<T>(d);
+}
+
+// sum of g * y over the vector, in element order, onto acc
+template <typename T, bool kDrop>
+__device__ __forceinline__ float dot_vec(const Vec<T> &yv, const Vec<T> &dv, float scale,
+                                         float acc) {
+#pragma unroll
+  for (int i = 0; i < Vec<T>::V; ++i)
+    acc = fmaf(grad<T, kDrop>(dv.e[i], scale), to_f<T>(yv.e[i]), acc);
+  return acc;
+}
+
+// dx = y * (g - dot) of the chunk at `base`, elements past n not written
+template <typename T, bool kVec, bool kDrop>
+__device__ __forceinline__ void store_chunk(T *__restrict__ dx, int64_t base, int tid, int tpr,
+                                            int64_t n, const Vec<T> &yv, const Vec<T> &dv,
+                                            float scale, float dot) {
+  constexpr int V = Vec<T>::V;
+  Vec<T> o;
+#pragma unroll
+  for (int i = 0; i < V; ++i)
+    o.e[i] = from_f<T>(to_f<T>(yv.e[i]) * (grad<T, kDrop>(dv.e[i], scale) - dot));
+  if (kVec) {
+    const int64_t e0 = base + int64_t(tid) * V;
+    if (e0 + V <= n) {
+      *reinterpret_cast<uint4 *>(dx + e0) = o.raw;
+      return;
+    }
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      if (e0 + i < n) dx[e0 + i] = o.e[i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const int64_t e = base + int64_t(i) * tpr + tid;
+      if (e < n) dx[e] = o.e[i];
+    }
+  }
+}
+
+// Fixed-order row sum. The xor butterfly leaves the same bits in every lane (each step
+// adds the same two values, in either order). Block: warp w's sum goes to part[w] and
+// every thread adds part[0], part[1], ... in that order.
+template <bool kWarp>
+__device__ __forceinline__ float row_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFullMask, v, off);
+  if (kWarp) return v;
+  __shared__ float part[kMaxThreads / 32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  const int nw = blockDim.x / 32;
+  float s = 0.f;
+  for (int w = 0; w < nw; ++w) s += part[w];
+  return s;
+}
+
+// kWarp: one warp per row (TPR 32), kWarpRows rows per block; else one block per row
+// (TPR blockDim.x). C chunks per thread in registers; kStream: chunks past C streamed
+// twice (block kernel with C = kMaxChunks only).
+template <typename T, int C, bool kWarp, bool kVec, bool kDrop, bool kStream>
+__global__ void __launch_bounds__(kWarp ? 32 * kWarpRows : kVec ? kMaxThreads : kMaxThreadsScalar)
+softmax_bwd_kernel(const SoftmaxBwdParams p) {
+  constexpr int V = Vec<T>::V;
+  const int tpr = kWarp ? 32 : int(blockDim.x);
+  const int tid = kWarp ? int(threadIdx.x % 32) : int(threadIdx.x);
+  const int64_t row =
+      kWarp ? int64_t(blockIdx.x) * kWarpRows + threadIdx.x / 32 : int64_t(blockIdx.x);
+  if (kWarp && row >= p.rows) return;  // the whole warp: no shuffles left behind
+  const int64_t n = p.n;
+  const int64_t chunk = int64_t(tpr) * V;  // row elements per chunk
+  const float scale = p.scale;
+
+  const T *y = static_cast<const T *>(p.y) + row * p.y_row;
+  const T *dy = static_cast<const T *>(p.dy) + row * p.dy_row;
+  const uint8_t *mk = kDrop ? p.mask + row * p.mask_row : nullptr;
+  T *dx = static_cast<T *>(p.dx) + row * p.dx_row;
+
+  Vec<T> yv[C], dv[C];
+  {
+    MaskVec<V> mv[C];
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+      load_chunk<T, kVec, kDrop>(y, dy, mk, c * chunk, tid, tpr, n, yv[c], dv[c], mv[c]);
+    if (kDrop) {
+#pragma unroll
+      for (int c = 0; c < C; ++c) apply_mask<T>(dv[c], mv[c]);
+    }
+  }
+  float dot = 0.f;
+#pragma unroll
+  for (int c = 0; c < C; ++c) dot = dot_vec<T, kDrop>(yv[c], dv[c], scale, dot);
+
+  const int64_t nchunks = (n + chunk - 1) / chunk;
+  if (kStream) {  // pass 1 over the rest: two chunks in flight per step
+    for (int64_t c = C; c < nchunks; c += 2) {
+      Vec<T> ys[2], ds[2];
+      MaskVec<V> ms[2];
+#pragma unroll
+      for (int u = 0; u < 2; ++u)
+        load_chunk<T, kVec, kDrop>(y, dy, mk, (c + u) * chunk, tid, tpr, n, ys[u], ds[u], ms[u]);
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        if (kDrop) apply_mask<T>(ds[u], ms[u]);
+        dot = dot_vec<T, kDrop>(ys[u], ds[u], scale, dot);
+      }
+    }
+  }
+
+  dot = row_sum<kWarp>(dot);
+
+#pragma unroll
+  for (int c = 0; c < C; ++c)
+    store_chunk<T, kVec, kDrop>(dx, c * chunk, tid, tpr, n, yv[c], dv[c], scale, dot);
+
+  if (kStream) {  // pass 2 over the rest: read again (mostly from L2), write dx
+    for (int64_t c = C; c < nchunks; c += 2) {
+      Vec<T> ys[2], ds[2];
+      MaskVec<V> ms[2];
+#pragma unroll
+      for (int u = 0; u < 2; ++u)
+        load_chunk<T, kVec, kDrop>(y, dy, mk, (c + u) * chunk, tid, tpr, n, ys[u], ds[u], ms[u]);
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        if (kDrop) apply_mask<T>(ds[u], ms[u]);
+        store_chunk<T, kVec, kDrop>(dx, (c + u) * chunk, tid, tpr, n, ys[u], ds[u], scale, dot);
+      }
+    }
+  }
+}
+
+template <typename T, int C, bool kWarp, bool kStream>
+void launch_variant(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, cudaStream_t s) {
+  if (plan.vectorized) {
+    if (p.dropout)
+      softmax_bwd_kernel<T, C, kWarp, true, true, kStream><<<plan.grid, plan.block, 0, s>>>(p);
+    else
+      softmax_bwd_kernel<T, C, kWarp, true, false, kStream><<<plan.grid, plan.block, 0, s>>>(p);
+  } else {
+    if (p.dropout)
+      softmax_bwd_kernel<T, C, kWarp, false, true, kStream><<<plan.grid, plan.block, 0, s>>>(p);
+    else
+      softmax_bwd_kernel<T, C, kWarp, false, false, kStream><<<plan.grid, plan.block, 0, s>>>(p);
+  }
+}
+
+template <typename T>
+cudaError_t launch_typed(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, cudaStream_t s) {
+  if (plan.warp_per_row) {
+    switch (plan.chunks) {
+      case 1: launch_variant<T, 1, true, false>(p, plan, s); break;
+      case 2: launch_variant<T, 2, true, false>(p, plan, s); break;
+      case 4: launch_variant<T, 4, true, false>(p, plan, s); break;
+      case 8: launch_variant<T, 8, true, false>(p, plan, s); break;
+      default: return cudaErrorInvalidValue;
+    }
+  } else if (plan.streamed) {
+    if (plan.chunks != kMaxChunks) return cudaErrorInvalidValue;
+    launch_variant<T, kMaxChunks, false, true>(p, plan, s);
+  } else {
+    switch (plan.chunks) {
+      case 4: launch_variant<T, 4, false, false>(p, plan, s); break;
+      case 8: launch_variant<T, 8, false, false>(p, plan, s); break;
+      default: return cudaErrorInvalidValue;
+    }
+  }
+  return cudaGetLastError();
+}
+
+bool aligned(const void *ptr, int bytes) {
+  return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
+}
+
+int pow2_ceil(int64_t v) {
+  int c = 1;
+  while (c < v) c *= 2;
+  return c;
+}
+
+}  // namespace
+
+SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p) {
+  SoftmaxBwdPlan plan{};
+  const int es = p.dtype == SmDType::kFloat32 ? 4 : 2;
+  const int V = 16 / es;
+  const int64_t nv = (int64_t(p.n) + V - 1) / V;  // 16-byte vectors per row
+  // a row's start is aligned when the base is and every row stride is a multiple of V
+  // (irrelevant with one row)
+  const bool rows_aligned =
+      p.rows <= 1 || (p.y_row % V == 0 && p.dy_row % V == 0 && p.dx_row % V == 0 &&
+                      (!p.dropout || p.mask_row % V == 0));
+  plan.vectorized = rows_aligned && aligned(p.y, 16) && aligned(p.dy, 16) && aligned(p.dx, 16) &&
+                    (!p.dropout || aligned(p.mask, V));
+  if (nv <= 32 * kMaxChunks) {
+    plan.warp_per_row = true;
+    plan.chunks = pow2_ceil((nv + 31) / 32);
+    plan.grid = dim3(unsigned((p.rows + kWarpRows - 1) / kWarpRows));
+    plan.block = dim3(32 * kWarpRows);
+  } else {
+    const int max_tpr = plan.vectorized ? kMaxThreads : kMaxThreadsScalar;
+    const int tpr = nv <= 128 * kMaxChunks ? 128 : nv <= 256 * kMaxChunks ? 256 : max_tpr;
+    const int64_t need = (nv + tpr - 1) / tpr;
+    plan.streamed = need > kMaxChunks;
+    plan.chunks = plan.streamed ? kMaxChunks : std::max(4, pow2_ceil(need));
+    plan.grid = dim3(unsigned(p.rows));
+    plan.block = dim3(tpr);
+  }
+  return plan;
+}
+
+cudaError_t softmax_bwd_launch(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan,
+                               cudaStream_t stream) {
+  if (p.rows == 0 || p.n == 0) return cudaSuccess;
+  switch (p.dtype) {
+    case SmDType::kFloat32: return launch_typed<float>(p, plan, stream);
+    case SmDType::kFloat16: return launch_typed<__half>(p, plan, stream);
+    case SmDType::kBFloat16: return launch_typed<__nv_bfloat16>(p, plan, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
