@@ -22,24 +22,12 @@
 
 #include <algorithm>
 
+#include "../../common/csrc/convert.cuh"
 #include "conv1d_bwd.h"
 
 namespace {
 
 constexpr unsigned kFullMask = 0xffffffffu;
-
-template <typename T> __device__ __forceinline__ float to_f(T v);
-template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-template <typename T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
 
 // Weight and bias dtype is a run-time property (fp32 or the activation dtype): read K+1
 // scalars per thread, not worth a template dimension.

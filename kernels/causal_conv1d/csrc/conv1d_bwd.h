@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
-enum class DType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+#include "../../common/csrc/dtype.h"
 
 struct ConvBwdParams {
   int batch, dim, seqlen, width;

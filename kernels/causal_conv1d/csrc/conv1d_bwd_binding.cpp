@@ -3,31 +3,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/extension.h>
 
+#include "../../common/csrc/binding_checks.h"
 #include "conv1d_bwd.h"
-
-#define CHECK_SHAPE(x, ...)                                                       \
-  TORCH_CHECK((x).sizes() == torch::IntArrayRef({__VA_ARGS__}),                   \
-              #x " must have shape (" #__VA_ARGS__ "), got ", (x).sizes())
-
-namespace {
-
-DType dtype_of(const at::Tensor &t, const char *name) {
-  switch (t.scalar_type()) {
-    case at::kFloat: return DType::kFloat32;
-    case at::kHalf: return DType::kFloat16;
-    case at::kBFloat16: return DType::kBFloat16;
-    default: TORCH_CHECK(false, name, ": dtype ", t.scalar_type(), " not supported "
-                         "(float32, float16, bfloat16)");
-  }
-}
-
-void check_like(const at::Tensor &t, const at::Tensor &ref, const char *name) {
-  TORCH_CHECK(t.is_cuda() && t.device() == ref.device(), name, " must be on ", ref.device());
-  TORCH_CHECK(t.scalar_type() == ref.scalar_type(), name, " must have dtype ",
-              ref.scalar_type(), ", got ", t.scalar_type());
-}
-
-}  // namespace
 
 void causal_conv1d_bwd(const at::Tensor &x, const at::Tensor &weight,
                        const c10::optional<at::Tensor> &bias, const at::Tensor &dout,

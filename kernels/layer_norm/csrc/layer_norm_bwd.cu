@@ -34,6 +34,7 @@
 
 #include <algorithm>
 
+#include "../../common/csrc/convert.cuh"
 #include "layer_norm_bwd.h"
 
 namespace {
@@ -43,19 +44,6 @@ constexpr int kThreads = 256;      // threads of a block of the main kernel
 // elements of a row held per thread (C * E): 32 with 16-byte accesses; 16 with scalar
 // ones, whose per-element addresses and predicates cost registers (32 spilled)
 constexpr int kMaxPerThread = 32, kMaxPerThreadScalar = 16;
-
-template <typename T> __device__ __forceinline__ float to_f(T v);
-template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-template <typename T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
 
 // E contiguous elements of V as floats, in 16-byte accesses (E * sizeof(V) is a multiple
 // of 16; ptr is 16-byte aligned).
@@ -350,7 +338,7 @@ bool aligned(const void *ptr, int bytes) {
   return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
 }
 
-int elem_size(LnDType dt) { return dt == LnDType::kFloat32 ? 4 : 2; }
+int elem_size(DType dt) { return dt == DType::kFloat32 ? 4 : 2; }
 
 template <typename T, typename W, int TPR, int C, bool kVec, bool kAffine, bool kStream>
 cudaError_t launch_one(const LnBwdParams &p, const LnBwdPlan &plan, cudaStream_t s) {
@@ -387,7 +375,7 @@ cudaError_t launch_affine(const LnBwdParams &p, const LnBwdPlan &plan, cudaStrea
 template <typename T>
 cudaError_t launch_typed(const LnBwdParams &p, const LnBwdPlan &plan, cudaStream_t s) {
   if (!p.affine) return launch_affine<T, float, false>(p, plan, s);
-  if (p.w_dtype == LnDType::kFloat32) return launch_affine<T, float, true>(p, plan, s);
+  if (p.w_dtype == DType::kFloat32) return launch_affine<T, float, true>(p, plan, s);
   if (elem_size(p.w_dtype) != sizeof(T)) return cudaErrorInvalidValue;
   if (p.w_dtype != p.x_dtype) return cudaErrorInvalidValue;  // gamma: fp32 or x's dtype
   return launch_affine<T, T, true>(p, plan, s);
@@ -440,9 +428,9 @@ cudaError_t layer_norm_bwd_launch(const LnBwdParams &p, const LnBwdPlan &plan,
   if (p.rows == 0 || p.n == 0) return cudaSuccess;
   cudaError_t err;
   switch (p.x_dtype) {
-    case LnDType::kFloat32: err = launch_typed<float>(p, plan, stream); break;
-    case LnDType::kFloat16: err = launch_typed<__half>(p, plan, stream); break;
-    case LnDType::kBFloat16: err = launch_typed<__nv_bfloat16>(p, plan, stream); break;
+    case DType::kFloat32: err = launch_typed<float>(p, plan, stream); break;
+    case DType::kFloat16: err = launch_typed<__half>(p, plan, stream); break;
+    case DType::kBFloat16: err = launch_typed<__nv_bfloat16>(p, plan, stream); break;
     default: return cudaErrorInvalidValue;
   }
   if (err != cudaSuccess) return err;
@@ -450,9 +438,9 @@ cudaError_t layer_norm_bwd_launch(const LnBwdParams &p, const LnBwdPlan &plan,
   if (err != cudaSuccess || !p.affine) return err;
   const dim3 grid(unsigned((p.n + kRedCols - 1) / kRedCols), 2), block(kRedCols * kRedSlices);
   switch (p.w_dtype) {
-    case LnDType::kFloat32: ln_bwd_cols<float><<<grid, block, 0, stream>>>(p, plan.parts); break;
-    case LnDType::kFloat16: ln_bwd_cols<__half><<<grid, block, 0, stream>>>(p, plan.parts); break;
-    case LnDType::kBFloat16:
+    case DType::kFloat32: ln_bwd_cols<float><<<grid, block, 0, stream>>>(p, plan.parts); break;
+    case DType::kFloat16: ln_bwd_cols<__half><<<grid, block, 0, stream>>>(p, plan.parts); break;
+    case DType::kBFloat16:
       ln_bwd_cols<__nv_bfloat16><<<grid, block, 0, stream>>>(p, plan.parts);
       break;
     default: return cudaErrorInvalidValue;

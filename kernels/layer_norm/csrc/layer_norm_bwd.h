@@ -6,13 +6,13 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
-enum class LnDType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+#include "../../common/csrc/dtype.h"
 
 struct LnBwdParams {
   int64_t rows;  // M
   int n;         // N, the normalized (last, contiguous) dimension
-  LnDType x_dtype;  // x, dy, dx
-  LnDType w_dtype;  // gamma, dgamma, dbeta (affine only)
+  DType x_dtype;  // x, dy, dx
+  DType w_dtype;  // gamma, dgamma, dbeta (affine only)
   bool affine;
 
   const void *x, *dy, *gamma;  // gamma contiguous (n,)

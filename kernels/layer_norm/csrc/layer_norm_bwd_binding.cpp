@@ -4,30 +4,10 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/extension.h>
 
+#include "../../common/csrc/binding_checks.h"
 #include "layer_norm_bwd.h"
 
 namespace {
-
-LnDType dtype_of(const at::Tensor &t, const char *name) {
-  switch (t.scalar_type()) {
-    case at::kFloat: return LnDType::kFloat32;
-    case at::kHalf: return LnDType::kFloat16;
-    case at::kBFloat16: return LnDType::kBFloat16;
-    default: TORCH_CHECK(false, name, ": dtype ", t.scalar_type(), " not supported "
-                         "(float32, float16, bfloat16)");
-  }
-}
-
-void check_on(const at::Tensor &t, const at::Tensor &ref, const char *name) {
-  TORCH_CHECK(t.is_cuda() && t.device() == ref.device(), name, " must be on ", ref.device(),
-              ", got ", t.device());
-}
-
-void check_like(const at::Tensor &t, const at::Tensor &ref, const char *name) {
-  check_on(t, ref, name);
-  TORCH_CHECK(t.scalar_type() == ref.scalar_type(), name, " must have dtype ",
-              ref.scalar_type(), ", got ", t.scalar_type());
-}
 
 // A (N,) vector the kernels index with stride 1.
 void check_vector_out(const at::Tensor &t, int64_t n, const char *name) {
@@ -102,7 +82,7 @@ void layer_norm_bwd(const at::Tensor &x_in, const at::Tensor &dy_in,
   p.n = int(N);
   p.x_dtype = dtype_of(x, "x");
   p.affine = affine;
-  p.w_dtype = affine ? dtype_of(gamma, "gamma") : LnDType::kFloat32;
+  p.w_dtype = affine ? dtype_of(gamma, "gamma") : DType::kFloat32;
   p.x = x.data_ptr();
   p.dy = dy.data_ptr();
   p.dx = dx.data_ptr();

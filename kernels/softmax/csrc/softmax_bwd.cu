@@ -36,6 +36,7 @@
 
 #include <algorithm>
 
+#include "../../common/csrc/convert.cuh"
 #include "softmax_bwd.h"
 
 namespace {
@@ -47,19 +48,6 @@ constexpr int kMaxThreads = 512;  // threads of the block-per-row kernel
 // ... on the scalar path: 16-bit elements loaded one by one sit in a register each until
 // packed, so a thread needs up to ~160 registers there (512 threads would cap it at 128)
 constexpr int kMaxThreadsScalar = 256;
-
-template <typename T> __device__ __forceinline__ float to_f(T v);
-template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-template <typename T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
 
 // V = 16 / sizeof(T) elements in one 16-byte word
 template <typename T> struct Vec {
@@ -321,7 +309,7 @@ int pow2_ceil(int64_t v) {
 
 SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p) {
   SoftmaxBwdPlan plan{};
-  const int es = p.dtype == SmDType::kFloat32 ? 4 : 2;
+  const int es = p.dtype == DType::kFloat32 ? 4 : 2;
   const int V = 16 / es;
   const int64_t nv = (int64_t(p.n) + V - 1) / V;  // 16-byte vectors per row
   // a row's start is aligned when the base is and every row stride is a multiple of V
@@ -352,9 +340,9 @@ cudaError_t softmax_bwd_launch(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &
                                cudaStream_t stream) {
   if (p.rows == 0 || p.n == 0) return cudaSuccess;
   switch (p.dtype) {
-    case SmDType::kFloat32: return launch_typed<float>(p, plan, stream);
-    case SmDType::kFloat16: return launch_typed<__half>(p, plan, stream);
-    case SmDType::kBFloat16: return launch_typed<__nv_bfloat16>(p, plan, stream);
+    case DType::kFloat32: return launch_typed<float>(p, plan, stream);
+    case DType::kFloat16: return launch_typed<__half>(p, plan, stream);
+    case DType::kBFloat16: return launch_typed<__nv_bfloat16>(p, plan, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -7,12 +7,12 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
-enum class SmDType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+#include "../../common/csrc/dtype.h"
 
 struct SoftmaxBwdParams {
   int64_t rows;  // < 2^31 (grid limit), checked by the binding
   int n;         // row length N
-  SmDType dtype; // y, dy, dx
+  DType dtype; // y, dy, dx
   bool dropout;  // mask and scale given
   float scale;   // 1/(1-p) with dropout
 

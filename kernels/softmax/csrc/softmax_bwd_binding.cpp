@@ -4,29 +4,10 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/extension.h>
 
+#include "../../common/csrc/binding_checks.h"
 #include "softmax_bwd.h"
 
-#define CHECK_SHAPE(x, ...)                                                       \
-  TORCH_CHECK((x).sizes() == torch::IntArrayRef({__VA_ARGS__}),                   \
-              #x " must have shape (" #__VA_ARGS__ "), got ", (x).sizes())
-
 namespace {
-
-SmDType dtype_of(const at::Tensor &t, const char *name) {
-  switch (t.scalar_type()) {
-    case at::kFloat: return SmDType::kFloat32;
-    case at::kHalf: return SmDType::kFloat16;
-    case at::kBFloat16: return SmDType::kBFloat16;
-    default: TORCH_CHECK(false, name, ": dtype ", t.scalar_type(), " not supported "
-                         "(float32, float16, bfloat16)");
-  }
-}
-
-void check_like(const at::Tensor &t, const at::Tensor &ref, const char *name) {
-  TORCH_CHECK(t.is_cuda() && t.device() == ref.device(), name, " must be on ", ref.device());
-  TORCH_CHECK(t.scalar_type() == ref.scalar_type(), name, " must have dtype ",
-              ref.scalar_type(), ", got ", t.scalar_type());
-}
 
 // The kernel takes a row stride per tensor and needs the last dim contiguous.
 void check_last_dim(const at::Tensor &t, const char *name) {
@@ -48,7 +29,7 @@ void softmax_bwd(const at::Tensor &y, const at::Tensor &dy,
   CHECK_SHAPE(dx, R, N);
   check_like(dy, y, "dy");
   check_like(dx, y, "dx");
-  const SmDType dt = dtype_of(y, "y");
+  const DType dt = dtype_of(y, "y");
   check_last_dim(y, "y");
   check_last_dim(dy, "dy");
   check_last_dim(dx, "dx");
