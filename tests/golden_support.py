@@ -27,3 +27,20 @@ def rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
 
 def to64(t):
     return t.to(F64) if t is not None and t.is_floating_point() else t
+
+
+def smoke_case_params(op: str) -> list:
+    """One pytest param per smoke case of `op`, with the case id as the test id. A case
+    file that fails to load becomes one param holding the error (the test raises it), so
+    the rest of the module stays collectable; no cases at all is a skip with the reason."""
+    from suite.cases import load_cases
+    from suite.errors import SuiteInputError
+
+    try:
+        found = load_cases(op=op, profile="smoke")
+    except SuiteInputError as e:
+        return [pytest.param(e, id="case-files-do-not-load")]
+    if not found:
+        return [pytest.param(None, id="no-smoke-cases", marks=pytest.mark.skip(
+            reason=f"no {op} cases in profile smoke under cases/ yet"))]
+    return [pytest.param(c, id=c.id) for c in found]

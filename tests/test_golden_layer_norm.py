@@ -20,30 +20,17 @@ import torch.nn.functional as F
 
 from golden import layer_norm as golden
 from suite import registry
-from suite.cases import load_cases
-from suite.errors import SuiteInputError
-from tests.golden_support import one_thread, rel_err, to64  # noqa: F401 - fixture
+from tests.golden_support import one_thread, rel_err, smoke_case_params, to64  # noqa: F401 - fixture
 
 OP = "layer_norm"
 CPU = torch.device("cpu")
 F64 = torch.float64
 
 
-
-
-
-
 # ============================================================ 1. backward == autograd
 
-def _smoke_params():
-    try:
-        found = load_cases(op=OP, profile="smoke")
-    except SuiteInputError as e:  # keep the rest of this file collectable
-        return [pytest.param(e, id="case-files-do-not-load")]
-    return [pytest.param(c, id=c.id) for c in found]
 
-
-@pytest.mark.parametrize("case", _smoke_params())
+@pytest.mark.parametrize("case", smoke_case_params(OP))
 def test_backward_matches_autograd_on_smoke_cases(case):
     if isinstance(case, Exception):
         pytest.fail(f"the repository's case files do not load: {case}")

@@ -17,30 +17,14 @@ import torch
 
 from golden import softmax as golden
 from suite import registry
-from suite.cases import load_cases
-from suite.errors import SuiteInputError
-from tests.golden_support import one_thread, rel_err  # noqa: F401 - fixture
+from tests.golden_support import one_thread, rel_err, smoke_case_params  # noqa: F401 - fixture
 
 OP = "softmax"
 CPU = torch.device("cpu")
 F64 = torch.float64
 
 
-
-
-
-
 # ============================================================ 1. backward == autograd
-
-def _smoke_params():
-    try:
-        found = load_cases(op=OP, profile="smoke")
-    except SuiteInputError as e:  # keep the rest of this file collectable
-        return [pytest.param(e, id="case-files-do-not-load")]
-    if not found:
-        return [pytest.param(None, id="no-smoke-cases", marks=pytest.mark.skip(
-            reason=f"no {OP} cases in profile smoke under cases/ yet"))]
-    return [pytest.param(c, id=c.id) for c in found]
 
 
 def _autograd_dx(x, dy, keep, scale):
@@ -52,7 +36,7 @@ def _autograd_dx(x, dy, keep, scale):
     return dx, y.detach()
 
 
-@pytest.mark.parametrize("case", _smoke_params())
+@pytest.mark.parametrize("case", smoke_case_params(OP))
 def test_backward_matches_autograd_on_smoke_cases(case):
     if isinstance(case, Exception):
         pytest.fail(f"the repository's case files do not load: {case}")
