@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One device call for the layer_norm and softmax ops: install the carried Liger wheel,
-# build our CUDA kernels, then per op the gpu profile as pytest items and the perf profile
-# as one timed run of every implementation, all under $OUT.
-#   device run: OPS="layer_norm softmax" bash scripts/gpu_ops.sh     (carry: .whl)
+# build our CUDA kernels, then per op the gpu profile as pytest items (with
+# compute-sanitizer on the smoke cases alongside when SANITIZE=1), and last, alone on the
+# GPU, the perf profile as one timed run of every implementation; all under $OUT.
+#   device run: OPS="layer_norm softmax" [SANITIZE=1] bash scripts/gpu_ops.sh   (carry: .whl)
+#   SANITIZE_TOOLS (default "memcheck racecheck synccheck"), SANITIZE_IMPLS (default cuda)
 set -uo pipefail
 export PYTHONPATH=. PYTHONUNBUFFERED=1 BWD_SUITE_CACHE="$OUT/cache"
 if ls .whl/liger_kernel-*.whl >/dev/null 2>&1; then
@@ -12,11 +14,24 @@ fi
 python3 -m suite prebuild 2>&1 | tee "$OUT/prebuild.log"   # our CUDA kernels, before any timing
 python3 -m suite calibrate
 python3 -m suite list | grep -E "liger|torch_ref" | cut -c1-160
+pids=()
+if [ -n "${SANITIZE:-}" ]; then  # out-of-bounds, shared-memory races, barrier misuse
+  for op in ${OPS:-layer_norm softmax}; do for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
+    (timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 python3 -m suite run \
+       --profile smoke --op "$op" --impl "${SANITIZE_IMPLS:-cuda}" --no-timing --repeats 1 \
+       --quiet --out "/tmp/san_${op}_$tool" > "$OUT/sanitize_${op}_$tool.log" 2>&1
+     echo "sanitizer $tool $op exit $? $(grep -h 'ERROR SUMMARY' "$OUT/sanitize_${op}_$tool.log")") &
+    pids+=($!)
+  done; done
+fi
 for op in ${OPS:-layer_norm softmax}; do
   timeout "${PYTEST_TIMEOUT:-200}" python3 -m pytest -n 6 -q -p no:cacheprovider cases \
     --suite-op "$op" > "$OUT/pytest_$op.log" 2>&1
   echo "pytest $op exit $?"; tail -6 "$OUT/pytest_$op.log" | cut -c1-300
+done
+[ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
+for op in ${OPS:-layer_norm softmax}; do
   timeout "${RUN_TIMEOUT:-200}" python3 -m suite run --profile perf --op "$op" --quiet \
     --output "$OUT/perf_$op.parquet" > "$OUT/run_perf_$op.log" 2>&1
-  echo "perf $op exit $?"; tail -8 "$OUT/run_perf_$op.log" | cut -c1-300
+  echo "perf $op exit $?"; tail -12 "$OUT/run_perf_$op.log" | cut -c1-300
 done

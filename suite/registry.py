@@ -42,6 +42,10 @@ class Implementation:
     doc: str = ""
     # compiles what the implementation needs ahead of the run (`python -m suite prebuild`)
     build: Optional[Callable[[], object]] = None
+    # case-id substring -> why this implementation is known to fail those cases (a vendor's
+    # measured accuracy limit, say). pytest marks them xfail(strict): the suite still
+    # reports the failure, and a fix shows up as an unexpected pass.
+    known_failures: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -52,6 +56,13 @@ class Implementation:
     @property
     def key(self) -> str:
         return self.name
+
+    def known_failure(self, case_id: str) -> Optional[str]:
+        """Why this implementation is expected to fail `case_id`, or None."""
+        for pattern, why in self.known_failures.items():
+            if pattern in case_id:
+                return why
+        return None
 
     def unsupported_reason(self, params: Mapping, device: str) -> Optional[str]:
         """Why this implementation cannot run the case on `device`, or None."""

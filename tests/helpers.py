@@ -1,7 +1,9 @@
 """Implementations loaded from outside the registry (`--impl tests.helpers:NAME`), used
-by the CLI tests: one that raises, one that is interrupted mid-run."""
+by the CLI tests: one that raises, one that is interrupted mid-run, two that declare
+known failures."""
 
 from kernels.causal_conv1d.torch_ref import torch_ref
+from suite.registry import implementation
 
 _calls = {"n": 0}
 
@@ -15,4 +17,20 @@ def interrupt_on_third_call(**kw):
     _calls["n"] += 1
     if _calls["n"] == 3:
         raise KeyboardInterrupt
+    torch_ref(**kw)
+
+
+# A known failure (dx doubled) declared for the bias cases, and a correct implementation
+# that declares the same: pytest must xfail the first and fail the second (strict).
+_KNOWN = {"causal_conv1d/bias/": "dx deliberately doubled"}
+
+
+@implementation("causal_conv1d", "tests_known_bad", kind="external", known_failures=_KNOWN)
+def known_bad(**kw):
+    torch_ref(**kw)
+    kw["out"]["dx"].mul_(2)
+
+
+@implementation("causal_conv1d", "tests_known_good", kind="external", known_failures=_KNOWN)
+def known_good(**kw):
     torch_ref(**kw)

@@ -9,7 +9,11 @@ One CPU quirk: PyTorch's CPU kernel takes fp32 statistics for 16-bit x only when
 is fp32 (its "mixed type" path); with gamma in x's dtype or without affine it wants the
 statistics in x's dtype. There gamma is passed as its exact fp32 upcast (ones without
 affine, where only dx is asked for), so the statistics stay the fp32 inputs; dgamma and
-dbeta are rounded to gamma's dtype at the copy. On CUDA the call is direct.
+dbeta are rounded to gamma's dtype at the copy. On CUDA the kernel has no mixed path
+(16-bit x with fp32 gamma raises "expected scalar type BFloat16 but found Float", seen on
+the H200 with torch 2.11): there x and dy go through it in fp32, as autocast runs
+`layer_norm` in mixed-precision training, and dx is rounded to x's dtype at the copy. The
+casts are part of its time, as they are of autocast's. Otherwise the call is direct.
 
 Measured on the CPU (torch 2.13, 2026-11-29): on fp32 rows of 1000 + N(0, 1) its dx error
 (1.25e-5, N = 256) is the x form's (1.14e-5), not the x-hat form's (6e-8), so the CPU
@@ -33,10 +37,18 @@ def _mixed_cpu_gamma(x, gamma):
     return gamma.float()
 
 
+def _autocast_upcast(x, dy, gamma):
+    """x and dy in fp32 where CUDA's kernel would reject 16-bit x with fp32 gamma."""
+    if x.device.type == "cuda" and gamma is not None and gamma.dtype != x.dtype:
+        return x.float(), dy.float()
+    return x, dy
+
+
 @implementation("layer_norm", "torch_ref", kind="native", version=torch.__version__)
 def torch_ref(*, x, dy, gamma, mean, rstd, out):
     """aten::native_layer_norm_backward with the saved fp32 mean and rstd"""
     M, N = x.shape
+    x, dy = _autocast_upcast(x, dy, gamma)
     w = _mixed_cpu_gamma(x, gamma)
     mask = [True, gamma is not None, gamma is not None]
     dx, dgamma, dbeta = torch.ops.aten.native_layer_norm_backward(

@@ -55,9 +55,19 @@ def _launch(g, y, dx) -> bool:
     return True
 
 
+# Its kernel multiplies dy * y and forms y * (dy - dot) in the input dtype (fp16/bf16 in
+# Triton), rounding the intermediates; at logit scale 30 that leaves one element of 13000
+# beyond twice the yardstick (liger-kernel 0.8.5 on the H200, 2026-11-29).
+_KNOWN = "products and the difference dy - dot rounded to the 16-bit input dtype"
+KNOWN_FAILURES = {
+    "softmax/saturation/R13-N1000-fp16-ls30.0": _KNOWN,
+    "softmax/saturation-dropout/R13-N1000-bf16-drop-p0.1-ls30.0": _KNOWN,
+}
+
+
 @implementation("softmax", "liger", kind="vendor", devices=("cuda",), supports=supports,
                 deterministic=True, version=VERSION, enabled=not WHY_NOT,
-                disabled_reason=WHY_NOT)
+                disabled_reason=WHY_NOT, known_failures=KNOWN_FAILURES)
 def liger(*, y, dy, mask, scale, out):
     """Liger-Kernel's Triton softmax backward (dropout backward unfused, in PyTorch)"""
     g = dy if mask is None else torch.ops.aten.native_dropout_backward(dy, mask, scale)

@@ -5,27 +5,31 @@
 //   dx = rstd * (g - sum(g)/N - xhat * sum(g * xhat)/N)       (the x-hat form, seed 002)
 // and, with affine, dgamma = sum over rows of dy * xhat, dbeta = sum over rows of dy.
 // All arithmetic in fp32, one rounding at the store. x and dy are read once per row (kept
-// in registers between the two passes), and both row sums travel as one pair through one
-// reduction (one synchronisation per row for block rows, none for warp rows).
+// in registers as loaded between the two passes, xhat and g recomputed), and both row
+// sums travel as one pair through one reduction (one synchronisation of the row's threads
+// per row).
 //
-// Tiling: a thread owns the same columns on every row it visits. With 16-byte vectors of
-// E = 16 / sizeof(x) elements, chunk c of a row covers TPR * E columns and thread t holds
-// columns c*TPR*E + t*E + i (vectorized) or c*TPR*E + i*TPR + t (scalar: coalesced
-// single-element accesses), i < E. Three paths by N (C chunks; at most 32 elements per
-// thread with 16-byte accesses, 16 with scalar ones; limits below for vectorized rows,
-// halved for scalar rows):
-//  - path 0, N <= 1024: one warp per row (TPR = 32), 8 rows per block of 256 threads,
-//    row sums by warp shuffles only;
-//  - path 1, N <= 8192: one block of 256 threads per row, row sums by shuffles and one
-//    shared pair per warp (two barriers per row);
-//  - path 2, longer rows: as path 1, but a row is processed in spans of C chunks, twice:
-//    x, dy and gamma are read again for dx (from L2 for rows up to a few MB).
-// Blocks walk rows with a grid stride (grid about 2-8 blocks per SM). dgamma/dbeta: each
-// thread accumulates its columns over its rows in registers; a block's warps (path 0) are
-// summed in a fixed order through shared memory; each block writes one workspace row
-// ws[block][2][N] with plain stores (path 2 updates it in place, row by row: the same
-// thread owns the same columns). A second kernel sums the workspace rows in a fixed order
-// (8 interleaved slices, then the slices in order) and rounds once to gamma's dtype. No
+// Tiling. A row group of TPR threads (32 ... 1024) works on one row at a time; a thread
+// owns the same columns on every row it visits. With 16-byte vectors of E = 16 / sizeof(x)
+// elements, chunk c of a row covers TPR * E columns and thread t holds columns
+// c*TPR*E + t*E + i (vectorized) or c*TPR*E + i*TPR + t (scalar: coalesced single-element
+// accesses), i < E, for C chunks: 8 elements a thread at most, held as loaded (16-bit
+// values stay packed), and the next row's 8 already in flight while this row is reduced
+// and stored (not for fp32 rows of 2 chunks with dgamma: that would spill). A thread then needs at most 64 registers and an SM keeps 32 warps busy; with
+// 32 elements a thread and no prefetch (~180 registers, 8 warps an SM) 4096x8192 bf16
+// reached 0.32 of the copy bandwidth on the H200. TPR is the smallest power of two that
+// holds the row, so rows of up to 8192 columns stay in registers (2048 on the scalar
+// path, whose blocks have 256 threads); a block of 512 threads holds 512 / TPR groups
+// (1024 threads for TPR 1024), each synchronised by its own named barrier. Longer rows
+// (kStream) are processed in spans, twice: x, dy and gamma are read again for dx (from L2
+// for rows up to a few MB).
+//
+// dgamma/dbeta. Each group adds dy * xhat and dy of its rows into its own shared-memory
+// row of column sums (the owning thread reads and writes its columns: no races, no
+// registers held across rows); at the end the block adds its groups in group order and
+// writes one workspace row ws[block][2][np] (np: N rounded up to 8) with plain stores
+// (kStream rows add into that row in place, row by row). A second kernel sums the workspace rows in a fixed order (8
+// interleaved slices, then the slices in order) and rounds once to gamma's dtype. No
 // atomics: results are bitwise reproducible for a given device (the grid depends on the SM
 // count).
 
@@ -40,10 +44,18 @@
 namespace {
 
 constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kThreads = 256;      // threads of a block of the main kernel
-// elements of a row held per thread (C * E): 32 with 16-byte accesses; 16 with scalar
-// ones, whose per-element addresses and predicates cost registers (32 spilled)
-constexpr int kMaxPerThread = 32, kMaxPerThreadScalar = 16;
+constexpr int kMaxTpr = 1024;     // threads of a row group (and of the largest block)
+constexpr int kGroupBlock = 512;  // threads of a block of groups of TPR <= 512
+// threads of a block (and at most of a row group) on the scalar path: single-element
+// accesses need more registers (their addresses and predicates) than 64
+constexpr int kScalarThreads = 256;
+// elements of a row a thread holds (C * E), for this row and the next: 8 keeps a thread
+// within 64 registers
+constexpr int kMaxPerThread = 8;
+
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+__device__ __forceinline__ int round_up_dev(int v, int m) { return (v + m - 1) / m * m; }
 
 // E contiguous elements of V as floats, in 16-byte accesses (E * sizeof(V) is a multiple
 // of 16; ptr is 16-byte aligned).
@@ -70,14 +82,15 @@ __device__ __forceinline__ void store_vec(T *ptr, const float (&in)[E]) {
 }
 
 // Column of element i of the chunk starting at column cb, for thread t of a row.
-template <int E, int TPR, bool kVec>
-__device__ __forceinline__ int col_of(int cb, int t, int i) {
-  return kVec ? cb + t * E + i : cb + i * TPR + t;
+template <int E, bool kVec>
+__device__ __forceinline__ int col_of(int cb, int t, int tpr, int i) {
+  return kVec ? cb + t * E + i : cb + i * tpr + t;
 }
 
 // The E elements of the chunk at column cb that thread t owns (zeros past the row's end).
-template <typename V, int E, int TPR, bool kVec>
-__device__ __forceinline__ void load_chunk(const V *row, int cb, int t, int n, float (&out)[E]) {
+template <typename V, int E, bool kVec>
+__device__ __forceinline__ void load_chunk(const V *row, int cb, int t, int tpr, int n,
+                                           float (&out)[E]) {
   if (kVec) {
     const int c0 = cb + t * E;
     if (c0 + E <= n) {
@@ -89,14 +102,15 @@ __device__ __forceinline__ void load_chunk(const V *row, int cb, int t, int n, f
   } else {
 #pragma unroll
     for (int i = 0; i < E; ++i) {
-      const int col = cb + i * TPR + t;
+      const int col = cb + i * tpr + t;
       out[i] = col < n ? to_f<V>(row[col]) : 0.f;
     }
   }
 }
 
-template <typename T, int E, int TPR, bool kVec>
-__device__ __forceinline__ void store_chunk(T *row, int cb, int t, int n, const float (&in)[E]) {
+template <typename T, int E, bool kVec>
+__device__ __forceinline__ void store_chunk(T *row, int cb, int t, int tpr, int n,
+                                            const float (&in)[E]) {
   if (kVec) {
     const int c0 = cb + t * E;
     if (c0 + E <= n) {
@@ -109,94 +123,174 @@ __device__ __forceinline__ void store_chunk(T *row, int cb, int t, int n, const 
   } else {
 #pragma unroll
     for (int i = 0; i < E; ++i) {
-      const int col = cb + i * TPR + t;
+      const int col = cb + i * tpr + t;
       if (col < n) row[col] = from_f<T>(in[i]);
     }
   }
 }
 
-template <typename W, int E, int TPR, bool kVec, bool kAffine>
-__device__ __forceinline__ void load_gamma(const W *gamma, int cb, int t, int n, float (&out)[E]) {
+template <typename W, int E, bool kVec, bool kAffine>
+__device__ __forceinline__ void load_gamma(const W *gamma, int cb, int t, int tpr, int n,
+                                           float (&out)[E]) {
   if (kAffine) {
-    load_chunk<W, E, TPR, kVec>(gamma, cb, t, n, out);
+    load_chunk<W, E, kVec>(gamma, cb, t, tpr, n, out);
   } else {
 #pragma unroll
     for (int i = 0; i < E; ++i) out[i] = 1.f;
   }
 }
 
-// Main kernel. T: dtype of x, dy, dx; W: dtype of gamma (float when not kAffine); TPR:
-// threads per row (32 or 256); C: chunks per thread and span; kStream: rows longer than one
-// span (path 2).
-template <typename T, typename W, int TPR, int C, bool kVec, bool kAffine, bool kStream>
-__global__ void __launch_bounds__(kThreads)
-ln_bwd_rows(const LnBwdParams p) {
-  constexpr int E = 16 / sizeof(T);
-  constexpr int G = kThreads / TPR;  // rows of a block at a time
-  constexpr int kChunk = TPR * E;    // columns of a chunk
-  constexpr int kSpan = C * kChunk;  // columns of a span
-  constexpr int kWarps = kThreads / 32;
-  static_assert(TPR == 32 || TPR == kThreads, "a warp or a block per row");
-  static_assert(!kStream || G == 1, "streamed rows are block rows");
-  static_assert(C * E <= (kVec ? kMaxPerThread : kMaxPerThreadScalar), "register budget");
+// One 16-byte vector of T as loaded (E = 16 / sizeof(T) elements): held between the
+// passes in this form, half the registers of floats for 16-bit x and dy.
+template <typename T> union Raw {
+  uint4 u;
+  T e[16 / sizeof(T)];
+};
 
-  const int tid = threadIdx.x, t = tid % TPR, grp = tid / TPR;
-  const int lane = tid % 32, warp = tid / 32;
-  const int n = p.n;
+// The chunk at column cb that thread t owns, raw (zeros past the row's end).
+template <typename T, bool kVec>
+__device__ __forceinline__ Raw<T> load_raw(const T *row, int cb, int t, int tpr, int n) {
+  constexpr int E = 16 / sizeof(T);
+  Raw<T> r;
+  if (kVec && cb + t * E + E <= n) {
+    r.u = *reinterpret_cast<const uint4 *>(row + cb + t * E);
+    return r;
+  }
+  r.u = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+  for (int i = 0; i < E; ++i) {
+    const int col = col_of<E, kVec>(cb, t, tpr, i);
+    if (col < n) r.e[i] = row[col];
+  }
+  return r;
+}
+
+// Barrier of one row group (ids 1..15; 0 is __syncthreads'): its TPR threads only.
+__device__ __forceinline__ void group_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// acc[col] (+)= v for the E columns of the chunk at cb that thread t owns (first: =).
+template <int E, bool kVec>
+__device__ __forceinline__ void add_columns(float *acc, int cb, int t, int tpr, int n,
+                                            bool first, const float (&v)[E]) {
+  if (kVec && cb + t * E + E <= n) {  // whole vectors: acc rows are 32-byte aligned
+    float4 *a = reinterpret_cast<float4 *>(acc + cb + t * E);
+#pragma unroll
+    for (int q = 0; q < E / 4; ++q) {
+      float4 o = first ? make_float4(0.f, 0.f, 0.f, 0.f) : a[q];
+      o.x += v[4 * q];
+      o.y += v[4 * q + 1];
+      o.z += v[4 * q + 2];
+      o.w += v[4 * q + 3];
+      a[q] = o;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      const int col = col_of<E, kVec>(cb, t, tpr, i);
+      if (col < n) acc[col] = first ? v[i] : acc[col] + v[i];
+    }
+  }
+}
+
+// Main kernel. T: dtype of x, dy, dx; W: dtype of gamma (float when not kAffine); C: 16-byte
+// vectors (of T) per thread and row (per span with kStream); kPartials: dgamma/dbeta column
+// sums into the workspace (affine only; off when only dx is asked for); tpr: threads of a
+// row group, a multiple of 32 dividing blockDim.x.
+template <typename T, typename W, int C, bool kVec, bool kAffine, bool kPartials, bool kStream>
+__global__ void __launch_bounds__(kVec ? kMaxTpr : kScalarThreads, 1)
+ln_bwd_rows(const LnBwdParams p, const int tpr) {
+  constexpr int E = 16 / sizeof(T);
+  static_assert(C * E <= kMaxPerThread, "register budget");
+  static_assert(!kPartials || kAffine, "column sums need affine");
+  extern __shared__ float4 smem[];        // [groups][2][np] column sums (not kStream)
+  __shared__ float2 red[2][kMaxTpr / 32];  // [row parity][warp] partial row sums
+
+  const int tid = threadIdx.x, t = tid % tpr, grp = tid / tpr;
+  const int groups = blockDim.x / tpr, gwarps = tpr / 32;
+  const int warp = tid / 32, lane = tid % 32;
+  const int n = p.n, np = round_up_dev(n, 8);
+  const int chunk = tpr * E, span = C * chunk;
   const float inv_n = 1.f / float(n);
   const T *x = static_cast<const T *>(p.x);
   const T *dy = static_cast<const T *>(p.dy);
   const W *gamma = static_cast<const W *>(p.gamma);
   T *dx = static_cast<T *>(p.dx);
-  // this block's workspace row (affine only; p.ws is null otherwise)
-  float *wg = kAffine ? p.ws + int64_t(blockIdx.x) * 2 * n : nullptr;
-  float *wb = kAffine ? wg + n : nullptr;
+  float *acc = reinterpret_cast<float *>(smem) + int64_t(grp) * 2 * np;  // this group's
+  float *wg = kPartials ? p.ws + int64_t(blockIdx.x) * 2 * np : nullptr;  // this block's
+  const int64_t stride = int64_t(gridDim.x) * groups;
+  int parity = 0;
 
-  float xh[C][E], dv[C][E];   // the row, kept between the passes (not kStream)
-  float ag[C][E], ab[C][E];   // column partials of dy * xhat and dy (kAffine, not kStream)
+  // Resident rows are loaded one row ahead: the next row's loads are in flight while this
+  // row is reduced and stored, so a group keeps memory busy through its own barrier. Not
+  // with 32 bytes of x a thread and the column sums: that spills at 64 registers.
+  constexpr bool kPrefetch = !kStream && (C == 1 || sizeof(T) < 4 || !kPartials);
+  Raw<T> xs[C], ds[C];  // the row as loaded (not kStream)
+  int64_t row = int64_t(blockIdx.x) * groups + grp;
+  if constexpr (kPrefetch) {
+    if (row < p.rows) {
 #pragma unroll
-  for (int c = 0; c < C; ++c)
-#pragma unroll
-    for (int i = 0; i < E; ++i) ag[c][i] = ab[c][i] = 0.f;
+      for (int c = 0; c < C; ++c) {
+        xs[c] = load_raw<T, kVec>(x + row * p.x_row, c * chunk, t, tpr, n);
+        ds[c] = load_raw<T, kVec>(dy + row * p.dy_row, c * chunk, t, tpr, n);
+      }
+    }
+  }
 
-  for (int64_t row = int64_t(blockIdx.x) * G + grp; row < p.rows;
-       row += int64_t(gridDim.x) * G) {  // uniform over a row's threads
+  for (; row < p.rows; row += stride) {
     const T *xr = x + row * p.x_row;
     const T *dyr = dy + row * p.dy_row;
     T *dxr = dx + row * p.dx_row;
     const float mu = p.mean[row], rs = p.rstd[row];
+    const bool first = row < stride;  // this group's first row
+    const int64_t next = row + stride;
 
     // pass 1: both row sums
     float sg = 0.f, sgx = 0.f;
-    if constexpr (!kStream) {
+    const int spans = kStream ? (n + span - 1) / span : 1;  // 1: provably one trip
+    for (int s = 0; s < spans; ++s) {
+      const int sb = s * span;
 #pragma unroll
       for (int c = 0; c < C; ++c) {
-        float xv[E], gm[E];
-        load_chunk<T, E, TPR, kVec>(xr, c * kChunk, t, n, xv);
-        load_chunk<T, E, TPR, kVec>(dyr, c * kChunk, t, n, dv[c]);
-        load_gamma<W, E, TPR, kVec, kAffine>(gamma, c * kChunk, t, n, gm);
+        const int cb = sb + c * chunk;
+        Raw<T> xc, dc;
+        if constexpr (kStream) {
+          xc = load_raw<T, kVec>(xr, cb, t, tpr, n);
+          dc = load_raw<T, kVec>(dyr, cb, t, tpr, n);
+        } else {
+          if constexpr (!kPrefetch) {
+            xs[c] = load_raw<T, kVec>(xr, cb, t, tpr, n);
+            ds[c] = load_raw<T, kVec>(dyr, cb, t, tpr, n);
+          }
+          xc = xs[c];
+          dc = ds[c];
+        }
+        float gm[E], pg[E], dyv[E];
+        load_gamma<W, E, kVec, kAffine>(gamma, cb, t, tpr, n, gm);
 #pragma unroll
         for (int i = 0; i < E; ++i) {
-          xh[c][i] = (xv[i] - mu) * rs;
-          const float g = dv[c][i] * gm[i];  // 0 past the end (dy = 0 there)
+          const float xhv = (to_f<T>(xc.e[i]) - mu) * rs;
+          dyv[i] = to_f<T>(dc.e[i]);
+          const float g = dyv[i] * gm[i];  // 0 past the end (dy = 0 there)
           sg += g;
-          sgx += g * xh[c][i];
+          sgx += g * xhv;
+          pg[i] = dyv[i] * xhv;
+        }
+        if constexpr (kPartials && !kStream && !kPrefetch) {  // fewer live registers here
+          add_columns<E, kVec>(acc, cb, t, tpr, n, first, pg);
+          add_columns<E, kVec>(acc + np, cb, t, tpr, n, first, dyv);
         }
       }
-    } else {
-      for (int sb = 0; sb < n; sb += kSpan) {
+    }
+
+    Raw<T> xn[C], dn[C];  // the next row, in flight from here (kPrefetch)
+    if constexpr (kPrefetch) {
+      if (next < p.rows) {
 #pragma unroll
         for (int c = 0; c < C; ++c) {
-          float xv[E], dyv[E], gm[E];
-          load_chunk<T, E, TPR, kVec>(xr, sb + c * kChunk, t, n, xv);
-          load_chunk<T, E, TPR, kVec>(dyr, sb + c * kChunk, t, n, dyv);
-          load_gamma<W, E, TPR, kVec, kAffine>(gamma, sb + c * kChunk, t, n, gm);
-#pragma unroll
-          for (int i = 0; i < E; ++i) {
-            const float g = dyv[i] * gm[i];
-            sg += g;
-            sgx += g * ((xv[i] - mu) * rs);
-          }
+          xn[c] = load_raw<T, kVec>(x + next * p.x_row, c * chunk, t, tpr, n);
+          dn[c] = load_raw<T, kVec>(dy + next * p.dy_row, c * chunk, t, tpr, n);
         }
       }
     }
@@ -207,106 +301,84 @@ ln_bwd_rows(const LnBwdParams p) {
       sg += __shfl_xor_sync(kFullMask, sg, off);
       sgx += __shfl_xor_sync(kFullMask, sgx, off);
     }
-    if constexpr (TPR > 32) {
-      __shared__ float2 red[kWarps];
-      if (lane == 0) red[warp] = make_float2(sg, sgx);
-      __syncthreads();
+    if (gwarps > 1) {  // uniform over the block
+      // red[parity] is written again two rows later, after every reader of this row has
+      // passed the next row's barrier: one barrier per row suffices
+      if (lane == 0) red[parity][warp] = make_float2(sg, sgx);
+      group_sync(1 + grp, tpr);
       sg = 0.f;
       sgx = 0.f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float2 v = red[w];
+      for (int w = grp * gwarps; w < (grp + 1) * gwarps; ++w) {
+        const float2 v = red[parity][w];
         sg += v.x;
         sgx += v.y;
       }
-      __syncthreads();  // red is written again by the next row
+      parity ^= 1;
     }
     const float c1 = sg * inv_n, c2 = sgx * inv_n;
 
-    // pass 2: dx, and the column partials
-    if constexpr (!kStream) {
+    // pass 2: dx and the column sums (kStream: from a second read)
+    for (int s = 0; s < spans; ++s) {
+      const int sb = s * span;
 #pragma unroll
       for (int c = 0; c < C; ++c) {
-        float gm[E], o[E];
-        load_gamma<W, E, TPR, kVec, kAffine>(gamma, c * kChunk, t, n, gm);
+        const int cb = sb + c * chunk;
+        Raw<T> xc, dc;
+        if constexpr (kStream) {
+          xc = load_raw<T, kVec>(xr, cb, t, tpr, n);
+          dc = load_raw<T, kVec>(dyr, cb, t, tpr, n);
+        } else {
+          xc = xs[c];
+          dc = ds[c];
+        }
+        float gm[E], o[E], pg[E], dyv[E];
+        load_gamma<W, E, kVec, kAffine>(gamma, cb, t, tpr, n, gm);  // from L1
 #pragma unroll
         for (int i = 0; i < E; ++i) {
-          o[i] = rs * (dv[c][i] * gm[i] - c1 - xh[c][i] * c2);
-          if (kAffine) {
-            ag[c][i] += dv[c][i] * xh[c][i];  // 0 past the end
-            ab[c][i] += dv[c][i];
-          }
+          const float xhv = (to_f<T>(xc.e[i]) - mu) * rs;
+          dyv[i] = to_f<T>(dc.e[i]);
+          o[i] = rs * (dyv[i] * gm[i] - c1 - xhv * c2);
+          pg[i] = dyv[i] * xhv;
         }
-        store_chunk<T, E, TPR, kVec>(dxr, c * kChunk, t, n, o);
+        store_chunk<T, E, kVec>(dxr, cb, t, tpr, n, o);
+        if constexpr (kPartials && (kStream || kPrefetch)) {  // the group's row in shared
+          // memory (kStream: one group a block, the block's workspace row in place)
+          float *into = kStream ? wg : acc;
+          add_columns<E, kVec>(into, cb, t, tpr, n, first, pg);
+          add_columns<E, kVec>(into + np, cb, t, tpr, n, first, dyv);
+        }
       }
-    } else {
-      const bool first = row == int64_t(blockIdx.x);  // this block's first row (G == 1)
-      for (int sb = 0; sb < n; sb += kSpan) {
+    }
+
+    if constexpr (kPrefetch) {
 #pragma unroll
-        for (int c = 0; c < C; ++c) {
-          const int cb = sb + c * kChunk;
-          float xv[E], dyv[E], gm[E], o[E];
-          load_chunk<T, E, TPR, kVec>(xr, cb, t, n, xv);
-          load_chunk<T, E, TPR, kVec>(dyr, cb, t, n, dyv);
-          load_gamma<W, E, TPR, kVec, kAffine>(gamma, cb, t, n, gm);
-#pragma unroll
-          for (int i = 0; i < E; ++i) {
-            const float xhv = (xv[i] - mu) * rs;
-            o[i] = rs * (dyv[i] * gm[i] - c1 - xhv * c2);
-            if (kAffine) {
-              const int col = col_of<E, TPR, kVec>(cb, t, i);
-              if (col < n) {  // owned by this thread on every row: no race
-                wg[col] = first ? dyv[i] * xhv : wg[col] + dyv[i] * xhv;
-                wb[col] = first ? dyv[i] : wb[col] + dyv[i];
-              }
-            }
-          }
-          store_chunk<T, E, TPR, kVec>(dxr, cb, t, n, o);
-        }
+      for (int c = 0; c < C; ++c) {
+        xs[c] = xn[c];
+        ds[c] = dn[c];
       }
     }
   }
 
-  // this block's workspace row
-  if constexpr (kAffine && !kStream) {
-    if constexpr (G == 1) {
-#pragma unroll
-      for (int c = 0; c < C; ++c)
-#pragma unroll
-        for (int i = 0; i < E; ++i) {
-          const int col = col_of<E, TPR, kVec>(c * kChunk, t, i);
-          if (col < n) {
-            wg[col] = ag[c][i];
-            wb[col] = ab[c][i];
-          }
-        }
-    } else {
-      // the G row groups (warps) own the same columns: sum them in group order
-      __shared__ float sred[2][G][kChunk];
-#pragma unroll
-      for (int c = 0; c < C; ++c) {
-#pragma unroll
-        for (int i = 0; i < E; ++i) {
-          const int l = col_of<E, TPR, kVec>(0, t, i);  // position inside the chunk
-          sred[0][grp][l] = ag[c][i];
-          sred[1][grp][l] = ab[c][i];
-        }
-        __syncthreads();
-        for (int k = tid; k < 2 * kChunk; k += kThreads) {
-          const int which = k / kChunk, l = k % kChunk;
-          float s = 0.f;
-#pragma unroll
-          for (int g = 0; g < G; ++g) s += sred[which][g][l];
-          const int col = c * kChunk + l;
-          if (col < n) (which ? wb : wg)[col] = s;
-        }
-        __syncthreads();
+  // this block's workspace row: its groups' column sums in group order
+  if constexpr (kPartials && !kStream) {
+    __syncthreads();
+    const int64_t left = p.rows - int64_t(blockIdx.x) * groups;  // groups with a row
+    const int live = left < groups ? int(left) : groups;
+    const float *base = reinterpret_cast<const float *>(smem);
+    for (int j = tid; j < n; j += blockDim.x) {
+      float s0 = 0.f, s1 = 0.f;
+      for (int g = 0; g < live; ++g) {
+        s0 += base[int64_t(g) * 2 * np + j];
+        s1 += base[int64_t(g) * 2 * np + np + j];
       }
+      wg[j] = s0;
+      wg[np + j] = s1;
     }
   }
 }
 
-// Second stage: dgamma (blockIdx.y 0) and dbeta (1) of 32 columns per block; 8 slices of
+// Second stage: dgamma (blockIdx.y 0) and dbeta (1) of 32 columns per block from the
+// workspace rows [parts][2][np]; 8 slices of
 // the workspace rows (slice s takes parts s, s + 8, ...) in order, then the slices in order.
 constexpr int kRedCols = 32, kRedSlices = 8;
 
@@ -316,13 +388,13 @@ ln_bwd_cols(const LnBwdParams p, const int parts) {
   __shared__ float sh[kRedSlices][kRedCols + 1];
   const int lane = threadIdx.x % kRedCols, slice = threadIdx.x / kRedCols;
   const int which = blockIdx.y;
-  const int n = p.n;
+  const int n = p.n, np = round_up_dev(n, 8);
   const int col = blockIdx.x * kRedCols + lane;
   float s = 0.f;
   if (col < n) {
-    const float *w = p.ws + int64_t(which) * n + col;
+    const float *w = p.ws + int64_t(which) * np + col;
 #pragma unroll 4
-    for (int r = slice; r < parts; r += kRedSlices) s += w[int64_t(r) * 2 * n];
+    for (int r = slice; r < parts; r += kRedSlices) s += w[int64_t(r) * 2 * np];
   }
   sh[slice][lane] = s;
   __syncthreads();
@@ -340,92 +412,100 @@ bool aligned(const void *ptr, int bytes) {
 
 int elem_size(DType dt) { return dt == DType::kFloat32 ? 4 : 2; }
 
-template <typename T, typename W, int TPR, int C, bool kVec, bool kAffine, bool kStream>
+template <typename T, typename W, int C, bool kVec, bool kAffine, bool kPartials, bool kStream>
 cudaError_t launch_one(const LnBwdParams &p, const LnBwdPlan &plan, cudaStream_t s) {
-  if constexpr (C * (16 / sizeof(T)) <= (kVec ? kMaxPerThread : kMaxPerThreadScalar)) {
-    ln_bwd_rows<T, W, TPR, C, kVec, kAffine, kStream><<<plan.grid, plan.block, 0, s>>>(p);
+  if constexpr (C * (16 / sizeof(T)) <= kMaxPerThread) {
+    auto kernel = ln_bwd_rows<T, W, C, kVec, kAffine, kPartials, kStream>;
+    if (plan.smem_bytes > 48 * 1024) {  // opt in above the default dynamic limit
+      const cudaError_t err = cudaFuncSetAttribute(
+          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem_bytes));
+      if (err != cudaSuccess) return err;
+    }
+    kernel<<<plan.grid, plan.block, plan.smem_bytes, s>>>(p, plan.tpr);
     return cudaSuccess;
   } else {
     return cudaErrorInvalidValue;  // the plan never asks for it
   }
 }
 
-template <typename T, typename W, bool kAffine, bool kVec>
-cudaError_t launch_path(const LnBwdParams &p, const LnBwdPlan &plan, cudaStream_t s) {
-  switch (plan.path * 16 + plan.chunks) {
-    case 0 * 16 + 1: return launch_one<T, W, 32, 1, kVec, kAffine, false>(p, plan, s);
-    case 0 * 16 + 2: return launch_one<T, W, 32, 2, kVec, kAffine, false>(p, plan, s);
-    case 0 * 16 + 4: return launch_one<T, W, 32, 4, kVec, kAffine, false>(p, plan, s);
-    case 0 * 16 + 8: return launch_one<T, W, 32, 8, kVec, kAffine, false>(p, plan, s);
-    case 1 * 16 + 1: return launch_one<T, W, kThreads, 1, kVec, kAffine, false>(p, plan, s);
-    case 1 * 16 + 2: return launch_one<T, W, kThreads, 2, kVec, kAffine, false>(p, plan, s);
-    case 1 * 16 + 4: return launch_one<T, W, kThreads, 4, kVec, kAffine, false>(p, plan, s);
-    case 1 * 16 + 8: return launch_one<T, W, kThreads, 8, kVec, kAffine, false>(p, plan, s);
-    case 2 * 16 + 2: return launch_one<T, W, kThreads, 2, kVec, kAffine, true>(p, plan, s);
+template <typename T, typename W, bool kVec, bool kAffine, bool kPartials, bool kStream>
+cudaError_t launch_chunks(const LnBwdParams &p, const LnBwdPlan &plan, cudaStream_t s) {
+  switch (plan.chunks) {
+    case 1: return launch_one<T, W, 1, kVec, kAffine, kPartials, kStream>(p, plan, s);
+    case 2: return launch_one<T, W, 2, kVec, kAffine, kPartials, kStream>(p, plan, s);
+    case 4: return launch_one<T, W, 4, kVec, kAffine, kPartials, kStream>(p, plan, s);
     default: return cudaErrorInvalidValue;
   }
 }
 
-template <typename T, typename W, bool kAffine>
+template <typename T, typename W, bool kAffine, bool kPartials>
+cudaError_t launch_mode(const LnBwdParams &p, const LnBwdPlan &plan, cudaStream_t s) {
+  if (plan.vectorized)
+    return plan.streamed ? launch_chunks<T, W, true, kAffine, kPartials, true>(p, plan, s)
+                         : launch_chunks<T, W, true, kAffine, kPartials, false>(p, plan, s);
+  return plan.streamed ? launch_chunks<T, W, false, kAffine, kPartials, true>(p, plan, s)
+                       : launch_chunks<T, W, false, kAffine, kPartials, false>(p, plan, s);
+}
+
+template <typename T, typename W>
 cudaError_t launch_affine(const LnBwdParams &p, const LnBwdPlan &plan, cudaStream_t s) {
-  return plan.vectorized ? launch_path<T, W, kAffine, true>(p, plan, s)
-                         : launch_path<T, W, kAffine, false>(p, plan, s);
+  return p.ws ? launch_mode<T, W, true, true>(p, plan, s)
+              : launch_mode<T, W, true, false>(p, plan, s);
 }
 
 template <typename T>
 cudaError_t launch_typed(const LnBwdParams &p, const LnBwdPlan &plan, cudaStream_t s) {
-  if (!p.affine) return launch_affine<T, float, false>(p, plan, s);
-  if (p.w_dtype == DType::kFloat32) return launch_affine<T, float, true>(p, plan, s);
+  if (!p.affine) return launch_mode<T, float, false, false>(p, plan, s);
+  if (p.w_dtype == DType::kFloat32) return launch_affine<T, float>(p, plan, s);
   if (elem_size(p.w_dtype) != sizeof(T)) return cudaErrorInvalidValue;
   if (p.w_dtype != p.x_dtype) return cudaErrorInvalidValue;  // gamma: fp32 or x's dtype
-  return launch_affine<T, T, true>(p, plan, s);
+  return launch_affine<T, T>(p, plan, s);
 }
 
-// Smallest power of two C (at most cmax) with lanes * C * E >= n.
-int pick_chunks(int64_t n, int lanes, int E, int cmax) {
+int pow2_ceil(int64_t v) {
   int c = 1;
-  while (c < cmax && int64_t(lanes) * c * E < n) c *= 2;
+  while (c < v) c *= 2;
   return c;
 }
 
 }  // namespace
 
-LnBwdPlan layer_norm_bwd_plan(const LnBwdParams &p, int sm_count) {
+int layer_norm_ws_row(int n) { return round_up(n, 8); }
+
+LnBwdPlan layer_norm_bwd_plan(const LnBwdParams &p, bool partials, int sm_count) {
   LnBwdPlan plan{};
   const int es = elem_size(p.x_dtype);
   const int E = 16 / es;
   plan.vectorized = aligned(p.x, 16) && aligned(p.dy, 16) && aligned(p.dx, 16) &&
                     (!p.affine || aligned(p.gamma, 16)) && p.x_row % E == 0 &&
                     p.dy_row % E == 0 && p.dx_row % E == 0;
-  // chunks per thread: 32 elements (16-byte accesses) or 16 (scalar accesses) at most:
-  // vectorized 1024 columns per warp row, 8192 per block row (fp32 and 16-bit alike);
-  // scalar 512 and 4096
-  const int cmax = (plan.vectorized ? kMaxPerThread : kMaxPerThreadScalar) / E;
+  const int max_tpr = plan.vectorized ? kMaxTpr : kScalarThreads;
   const int64_t n = p.n;
-  if (n <= int64_t(32) * E * cmax) {
-    plan.path = 0;
-    plan.chunks = pick_chunks(n, 32, E, cmax);
-  } else if (n <= int64_t(kThreads) * E * cmax) {
-    plan.path = 1;
-    plan.chunks = pick_chunks(n, kThreads, E, cmax);
-  } else {
-    plan.path = 2;
-    plan.chunks = 2;
-  }
-  const int rows_per_block = plan.path == 0 ? kThreads / 32 : 1;
-  const int64_t groups = (p.rows + rows_per_block - 1) / rows_per_block;
-  // every block adds a workspace row of 2 N floats: few blocks with affine, more without
-  const int per_sm = !p.affine ? 8 : (plan.chunks == 1 ? 4 : 2);
+  plan.streamed = n > int64_t(max_tpr) * kMaxPerThread;
+  plan.tpr = plan.streamed ? max_tpr
+                           : std::max(32, pow2_ceil((n + kMaxPerThread - 1) / kMaxPerThread));
+  // chunks of TPR * E columns: the whole row (resident) or a span (streamed)
+  const int64_t chunk = int64_t(plan.tpr) * E;
+  plan.chunks = plan.streamed ? std::max(1, kMaxPerThread / E) : pow2_ceil((n + chunk - 1) / chunk);
+  const int threads = plan.vectorized ? std::max(plan.tpr, kGroupBlock) : kScalarThreads;
+  const int groups = threads / plan.tpr;
+  plan.block = dim3(unsigned(threads));
+  // vector path: <= 64 registers a thread (launch bounds), 2048 threads an SM
+  const int per_sm = plan.vectorized ? 2048 / threads : 2;
+  const int64_t blocks = (p.rows + groups - 1) / groups;
   const int64_t cap = int64_t(std::max(sm_count, 1)) * per_sm;
-  plan.parts = int(std::max<int64_t>(1, std::min(groups, cap)));
+  plan.parts = int(std::max<int64_t>(1, std::min(blocks, cap)));
   plan.grid = dim3(unsigned(plan.parts));
-  plan.block = dim3(kThreads);
+  plan.smem_bytes =
+      (partials && !plan.streamed) ? size_t(groups) * 2 * layer_norm_ws_row(p.n) * sizeof(float)
+                                   : 0;
   return plan;
 }
 
 cudaError_t layer_norm_bwd_launch(const LnBwdParams &p, const LnBwdPlan &plan,
                                   cudaStream_t stream) {
   if (p.rows == 0 || p.n == 0) return cudaSuccess;
+  if (p.ws && !p.affine) return cudaErrorInvalidValue;
   cudaError_t err;
   switch (p.x_dtype) {
     case DType::kFloat32: err = launch_typed<float>(p, plan, stream); break;
@@ -435,7 +515,7 @@ cudaError_t layer_norm_bwd_launch(const LnBwdParams &p, const LnBwdPlan &plan,
   }
   if (err != cudaSuccess) return err;
   err = cudaGetLastError();
-  if (err != cudaSuccess || !p.affine) return err;
+  if (err != cudaSuccess || !p.ws) return err;
   const dim3 grid(unsigned((p.n + kRedCols - 1) / kRedCols), 2), block(kRedCols * kRedSlices);
   switch (p.w_dtype) {
     case DType::kFloat32: ln_bwd_cols<float><<<grid, block, 0, stream>>>(p, plan.parts); break;

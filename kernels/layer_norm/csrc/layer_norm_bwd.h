@@ -21,20 +21,26 @@ struct LnBwdParams {
 
   int64_t x_row, dy_row, dx_row;  // row strides; the last dimension has stride 1
 
-  // affine only: per-block partial column sums ws[part][2][n] (0: dgamma, 1: dbeta),
-  // written with plain stores and summed in part order by a second kernel
+  // dgamma/dbeta wanted (affine only; null: dx only): per-block partial column sums
+  // ws[part][2][layer_norm_ws_row(n)] (0: dgamma, 1: dbeta), written with plain stores and
+  // summed in part order by a second kernel
   float *ws;
 };
 
 // Which kernel and tiling a problem gets; the binding sizes the workspace from it.
 struct LnBwdPlan {
-  int path;         // 0: one warp per row, 1: one block per row, 2: block per row, streamed
-  int chunks;       // C: 16-byte vectors (of x's dtype) per thread and row (per span)
-  bool vectorized;  // 16-byte loads and stores are legal for x, dy, dx (and gamma)
-  int parts;        // rows of the workspace (= blocks of the main kernel)
+  int tpr;           // threads of a row group (32 ... 1024)
+  int chunks;        // C: 16-byte vectors (of x's dtype) per thread and row (per span)
+  bool streamed;     // rows longer than a group holds: processed in spans, read twice
+  bool vectorized;   // 16-byte loads and stores are legal for x, dy, dx (and gamma)
+  int parts;         // rows of the workspace (= blocks of the main kernel)
+  size_t smem_bytes;  // dynamic shared memory of the main kernel (groups' column sums)
   dim3 grid, block;
 };
 
-LnBwdPlan layer_norm_bwd_plan(const LnBwdParams &p, int sm_count);
+// Floats of one workspace row half (n rounded up to 8: 32-byte aligned vector accesses).
+int layer_norm_ws_row(int n);
+// partials: dgamma/dbeta wanted (p.ws is set only after the plan sized it).
+LnBwdPlan layer_norm_bwd_plan(const LnBwdParams &p, bool partials, int sm_count);
 cudaError_t layer_norm_bwd_launch(const LnBwdParams &p, const LnBwdPlan &plan,
                                   cudaStream_t stream);

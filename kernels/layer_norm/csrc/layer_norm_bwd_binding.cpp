@@ -37,8 +37,10 @@ void layer_norm_bwd(const at::Tensor &x_in, const at::Tensor &dy_in,
   check_like(dx, x_in, "dx");
   TORCH_CHECK(N <= 1 || dx.stride(1) == 1, "dx must be contiguous along hidden");
   const bool affine = gamma_in.has_value();
-  TORCH_CHECK(dgamma.has_value() == affine && dbeta.has_value() == affine,
-              "dgamma and dbeta are given exactly when gamma is");
+  // dgamma and dbeta both, or neither: with gamma and neither, only dx is computed
+  const bool partials = dgamma.has_value();
+  TORCH_CHECK(dbeta.has_value() == partials, "dgamma and dbeta are given together");
+  TORCH_CHECK(!partials || affine, "dgamma and dbeta need gamma");
   check_on(mean_in, x_in, "mean");
   check_on(rstd_in, x_in, "rstd");
   TORCH_CHECK(mean_in.scalar_type() == at::kFloat && rstd_in.scalar_type() == at::kFloat,
@@ -54,15 +56,17 @@ void layer_norm_bwd(const at::Tensor &x_in, const at::Tensor &dy_in,
                 g.scalar_type());
     TORCH_CHECK(g.dim() == 1 && g.size(0) == N, "gamma must have shape (", N, "), got ",
                 g.sizes());
+  }
+  if (partials) {
     check_vector_out(*dgamma, N, "dgamma");
     check_vector_out(*dbeta, N, "dbeta");
-    check_like(*dgamma, g, "dgamma");
-    check_like(*dbeta, g, "dbeta");
+    check_like(*dgamma, *gamma_in, "dgamma");
+    check_like(*dbeta, *gamma_in, "dbeta");
   }
   if (N == 0) return;  // nothing to compute: dx, dgamma and dbeta are empty
   c10::cuda::CUDAGuard guard(x_in.device());
   if (M == 0) {  // sums over no rows
-    if (affine) {
+    if (partials) {
       dgamma->zero_();
       dbeta->zero_();
     }
@@ -91,8 +95,8 @@ void layer_norm_bwd(const at::Tensor &x_in, const at::Tensor &dy_in,
   p.x_row = x.stride(0);
   p.dy_row = dy.stride(0);
   p.dx_row = dx.stride(0);
-  if (affine) {
-    p.gamma = gamma.data_ptr();
+  if (affine) p.gamma = gamma.data_ptr();
+  if (partials) {
     p.dgamma = dgamma->data_ptr();
     p.dbeta = dbeta->data_ptr();
   }
@@ -102,10 +106,10 @@ void layer_norm_bwd(const at::Tensor &x_in, const at::Tensor &dy_in,
       cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, x.get_device());
   TORCH_CHECK(attr_err == cudaSuccess, "layer_norm_bwd: cudaDeviceGetAttribute failed: ",
               cudaGetErrorString(attr_err));
-  const LnBwdPlan plan = layer_norm_bwd_plan(p, sm_count);
+  const LnBwdPlan plan = layer_norm_bwd_plan(p, partials, sm_count);
   at::Tensor ws;
-  if (affine) {
-    ws = at::empty({plan.parts, 2, N}, x.options().dtype(at::kFloat));
+  if (partials) {
+    ws = at::empty({plan.parts, 2, layer_norm_ws_row(p.n)}, x.options().dtype(at::kFloat));
     p.ws = ws.data_ptr<float>();
   }
   const cudaError_t err =
@@ -114,7 +118,9 @@ void layer_norm_bwd(const at::Tensor &x_in, const at::Tensor &dy_in,
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("bwd", &layer_norm_bwd, "LayerNorm backward (deterministic)", py::arg("x"),
+  m.def("bwd", &layer_norm_bwd,
+        "LayerNorm backward (deterministic); with gamma but without dgamma and dbeta, dx only",
+        py::arg("x"),
         py::arg("dy"), py::arg("gamma"), py::arg("mean"), py::arg("rstd"), py::arg("dx"),
         py::arg("dgamma"), py::arg("dbeta"));
 }
