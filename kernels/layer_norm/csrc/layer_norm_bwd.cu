@@ -53,9 +53,8 @@ constexpr int kScalarThreads = 256;
 // within 64 registers
 constexpr int kMaxPerThread = 8;
 
-int round_up(int v, int m) { return (v + m - 1) / m * m; }
-
-__device__ __forceinline__ int round_up_dev(int v, int m) { return (v + m - 1) / m * m; }
+// workspace and shared-memory column-sum rows are n rounded up to 8 floats, on both sides
+__host__ __device__ __forceinline__ int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
 // E contiguous elements of V as floats, in 16-byte accesses (E * sizeof(V) is a multiple
 // of 16; ptr is 16-byte aligned).
@@ -210,7 +209,7 @@ ln_bwd_rows(const LnBwdParams p, const int tpr) {
   const int tid = threadIdx.x, t = tid % tpr, grp = tid / tpr;
   const int groups = blockDim.x / tpr, gwarps = tpr / 32;
   const int warp = tid / 32, lane = tid % 32;
-  const int n = p.n, np = round_up_dev(n, 8);
+  const int n = p.n, np = round_up(n, 8);
   const int chunk = tpr * E, span = C * chunk;
   const float inv_n = 1.f / float(n);
   const T *x = static_cast<const T *>(p.x);
@@ -388,7 +387,7 @@ ln_bwd_cols(const LnBwdParams p, const int parts) {
   __shared__ float sh[kRedSlices][kRedCols + 1];
   const int lane = threadIdx.x % kRedCols, slice = threadIdx.x / kRedCols;
   const int which = blockIdx.y;
-  const int n = p.n, np = round_up_dev(n, 8);
+  const int n = p.n, np = round_up(n, 8);
   const int col = blockIdx.x * kRedCols + lane;
   float s = 0.f;
   if (col < n) {
