@@ -1,6 +1,7 @@
 // Checks shared by the thin torch bindings: messages name the tensor and both values.
 #pragma once
 
+#include <cuda_runtime.h>
 #include <torch/extension.h>
 
 #include "dtype.h"
@@ -30,4 +31,14 @@ inline void check_like(const at::Tensor &t, const at::Tensor &ref, const char *n
   check_on(t, ref, name);
   TORCH_CHECK(t.scalar_type() == ref.scalar_type(), name, " must have dtype ",
               ref.scalar_type(), ", got ", t.scalar_type());
+}
+
+// SMs of t's device (the kernels size persistent grids and workspaces by it).
+inline int sm_count_of(const at::Tensor &t, const char *who) {
+  int sm_count = 0;
+  const cudaError_t err =
+      cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, t.get_device());
+  TORCH_CHECK(err == cudaSuccess, who, ": cudaDeviceGetAttribute failed: ",
+              cudaGetErrorString(err));
+  return sm_count;
 }

@@ -67,11 +67,7 @@ void layer_norm_dgamma(int64_t strategy, const at::Tensor &x_in, const at::Tenso
   p.x_row = x.stride(0);
   p.dy_row = dy.stride(0);
 
-  int sm_count = 0;
-  const cudaError_t attr_err =
-      cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, x.get_device());
-  TORCH_CHECK(attr_err == cudaSuccess, "dgamma: cudaDeviceGetAttribute failed: ",
-              cudaGetErrorString(attr_err));
+  const int sm_count = sm_count_of(x, "dgamma");
   const auto s = DgammaStrategy(strategy);
   const int64_t ws_floats = dgamma_workspace_floats(s, p, sm_count);
   at::Tensor ws;

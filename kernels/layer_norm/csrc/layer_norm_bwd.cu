@@ -14,24 +14,25 @@
 // elements, chunk c of a row covers TPR * E columns and thread t holds columns
 // c*TPR*E + t*E + i (vectorized) or c*TPR*E + i*TPR + t (scalar: coalesced single-element
 // accesses), i < E, for C chunks: 8 elements a thread at most, held as loaded (16-bit
-// values stay packed), and the next row's 8 already in flight while this row is reduced
-// and stored (not for fp32 rows of 2 chunks with dgamma: that would spill). A thread then needs at most 64 registers and an SM keeps 32 warps busy; with
-// 32 elements a thread and no prefetch (~180 registers, 8 warps an SM) 4096x8192 bf16
-// reached 0.32 of the copy bandwidth on the H200. TPR is the smallest power of two that
-// holds the row, so rows of up to 8192 columns stay in registers (2048 on the scalar
-// path, whose blocks have 256 threads); a block of 512 threads holds 512 / TPR groups
-// (1024 threads for TPR 1024), each synchronised by its own named barrier. Longer rows
-// (kStream) are processed in spans, twice: x, dy and gamma are read again for dx (from L2
-// for rows up to a few MB).
+// values stay packed). TPR is the smallest power of two that holds the row.
+//  - Vectorized rows of up to 8192 columns (ln_bwd_piped): a persistent grid of blocks of
+//    max(TPR, 512) threads, each group walking its rows with the next 2-3 rows in flight as
+//    cp.async copies into a shared-memory ring (kernels/common/csrc/row_pipeline.cuh).
+//    gamma and the thread's dgamma/dbeta column sums stay in registers across rows. The
+//    register-resident predecessor, one row in flight a group, reached 0.41-0.75 of the
+//    copy bandwidth on the H200 at the perf shapes.
+//  - Scalar rows (unaligned) of up to 2048 columns (blocks of 256 threads) and longer rows
+//    (kStream, processed in spans, twice: x, dy and gamma are read again for dx, from L2
+//    for rows up to a few MB) take ln_bwd_rows, which loads into registers.
 //
-// dgamma/dbeta. Each group adds dy * xhat and dy of its rows into its own shared-memory
-// row of column sums (the owning thread reads and writes its columns: no races, no
-// registers held across rows); at the end the block adds its groups in group order and
-// writes one workspace row ws[block][2][np] (np: N rounded up to 8) with plain stores
-// (kStream rows add into that row in place, row by row). A second kernel sums the workspace rows in a fixed order (8
-// interleaved slices, then the slices in order) and rounds once to gamma's dtype. No
-// atomics: results are bitwise reproducible for a given device (the grid depends on the SM
-// count).
+// dgamma/dbeta. Each group's column sums of dy * xhat and dy (ln_bwd_rows: in its own
+// shared-memory row, added to row by row by the owning thread; ln_bwd_piped: in registers)
+// are added at the end of the block in group order into one workspace row
+// ws[block][2][np] (np: N rounded up to 8), written with plain stores (kStream rows add
+// into that row in place, row by row). A second kernel sums the workspace rows in a fixed
+// order (8 interleaved slices, then the slices in order) and rounds once to gamma's dtype.
+// No atomics: results are bitwise reproducible for a given device (the grid depends on the
+// SM count).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -39,19 +40,17 @@
 #include <algorithm>
 
 #include "../../common/csrc/convert.cuh"
+#include "../../common/csrc/row_pipeline.cuh"
 #include "layer_norm_bwd.h"
 
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kMaxTpr = 1024;     // threads of a row group (and of the largest block)
-constexpr int kGroupBlock = 512;  // threads of a block of groups of TPR <= 512
+constexpr int kMaxTpr = rowpipe::kMaxThreads;  // threads of a row group and of a block
 // threads of a block (and at most of a row group) on the scalar path: single-element
 // accesses need more registers (their addresses and predicates) than 64
 constexpr int kScalarThreads = 256;
-// elements of a row a thread holds (C * E), for this row and the next: 8 keeps a thread
-// within 64 registers
-constexpr int kMaxPerThread = 8;
+// elements of a row a thread holds (C * E): 8 keeps a thread within 64 registers
+constexpr int kMaxPerThread = rowpipe::kMaxPerThread;
 
 // workspace and shared-memory column-sum rows are n rounded up to 8 floats, on both sides
 __host__ __device__ __forceinline__ int round_up(int v, int m) { return (v + m - 1) / m * m; }
@@ -164,11 +163,6 @@ __device__ __forceinline__ Raw<T> load_raw(const T *row, int cb, int t, int tpr,
   return r;
 }
 
-// Barrier of one row group (ids 1..15; 0 is __syncthreads'): its TPR threads only.
-__device__ __forceinline__ void group_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
 // acc[col] (+)= v for the E columns of the chunk at cb that thread t owns (first: =).
 template <int E, bool kVec>
 __device__ __forceinline__ void add_columns(float *acc, int cb, int t, int tpr, int n,
@@ -193,22 +187,192 @@ __device__ __forceinline__ void add_columns(float *acc, int cb, int t, int tpr, 
   }
 }
 
-// Main kernel. T: dtype of x, dy, dx; W: dtype of gamma (float when not kAffine); C: 16-byte
-// vectors (of T) per thread and row (per span with kStream); kPartials: dgamma/dbeta column
-// sums into the workspace (affine only; off when only dx is asked for); tpr: threads of a
-// row group, a multiple of 32 dividing blockDim.x.
+// The block's groups' column sums acc[g][2][np] (groups with a row only), added in group
+// order into the block's workspace row wg[2][np]. Call after a barrier.
+__device__ __forceinline__ void block_column_sums(const float *acc, int n, int live,
+                                                  float *wg) {
+  const int np = round_up(n, 8);
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    float s0 = 0.f, s1 = 0.f;
+    for (int g = 0; g < live; ++g) {
+      s0 += acc[int64_t(g) * 2 * np + j];
+      s1 += acc[int64_t(g) * 2 * np + np + j];
+    }
+    wg[j] = s0;
+    wg[np + j] = s1;
+  }
+}
+
+// dx of one chunk from the row's sums (c1 = sum(g)/N, c2 = sum(g * xhat)/N); dgamma and
+// dbeta terms of its columns into pg and dyv.
+template <typename T, int E>
+__device__ __forceinline__ void dx_chunk(const Raw<T> &xc, const Raw<T> &dc,
+                                         const float (&gm)[E], float mu, float rs, float c1,
+                                         float c2, float (&o)[E], float (&pg)[E],
+                                         float (&dyv)[E]) {
+#pragma unroll
+  for (int i = 0; i < E; ++i) {
+    const float xhv = (to_f<T>(xc.e[i]) - mu) * rs;
+    dyv[i] = to_f<T>(dc.e[i]);
+    o[i] = rs * (dyv[i] * gm[i] - c1 - xhv * c2);
+    pg[i] = dyv[i] * xhv;
+  }
+}
+
+// sum(g) and sum(g * xhat) of one chunk onto s (g = dy * gamma; 0 past the row's end,
+// where dy reads as 0).
+template <typename T, int E>
+__device__ __forceinline__ void sums_chunk(const Raw<T> &xc, const Raw<T> &dc,
+                                           const float (&gm)[E], float mu, float rs,
+                                           float2 &s) {
+#pragma unroll
+  for (int i = 0; i < E; ++i) {
+    const float xhv = (to_f<T>(xc.e[i]) - mu) * rs;
+    const float g = to_f<T>(dc.e[i]) * gm[i];
+    s.x += g;
+    s.y += g * xhv;
+  }
+}
+
+// Shared memory of ln_bwd_piped: the ring, then (kPartials) the threads' own column sums
+// acc[2 * C * E / 4][threads] (float4, k-major: conflict-free). Held in registers instead,
+// the sums spill at 64 registers.
+template <int C, int E>
+struct PipedLayout {
+  static constexpr int kVecs = 2 * C;                   // x and dy: 16-byte slots a stage
+  static constexpr int kAccVecs = 2 * C * E / 4;        // float4 column sums a thread
+  static constexpr int kAccBytes = kAccVecs * 16;       // ... in bytes
+  static constexpr int kStages = rowpipe::ring_stages(kVecs * 16, kAccBytes);
+  static constexpr __host__ __device__ size_t ring_bytes(int threads) {
+    return (rowpipe::ring_bytes(kStages, threads, kVecs, 0) + 15) / 16 * 16;
+  }
+  static constexpr __host__ __device__ size_t bytes(int threads, bool partials) {
+    return ring_bytes(threads) + (partials ? size_t(kAccBytes) * threads : 0);
+  }
+};
+
+// Vectorized rows a group holds (n <= 8192). T: dtype of x, dy, dx; W: dtype of gamma
+// (float when not kAffine); C: 16-byte vectors per thread and row; kPartials: dgamma/dbeta
+// column sums into the workspace (off when only dx is asked for).
+template <typename T, typename W, int C, bool kAffine, bool kPartials>
+__global__ void __launch_bounds__(kMaxTpr, 1) ln_bwd_piped(const LnBwdParams p, const int tpr) {
+  constexpr int E = 16 / sizeof(T);
+  using Layout = PipedLayout<C, E>;
+  constexpr int kStages = Layout::kStages;
+  static_assert(C * E <= kMaxPerThread, "register budget");
+  static_assert(!kPartials || kAffine, "column sums need affine");
+  extern __shared__ float4 smem[];  // the ring and the column sums (see PipedLayout)
+  __shared__ float2 red[2][rowpipe::kMaxWarps];
+  const rowpipe::RowGroup g(tpr);
+  const rowpipe::StageRing<kStages, Layout::kVecs, 0, uint32_t> ring(smem, blockDim.x);
+  float4 *own = reinterpret_cast<float4 *>(reinterpret_cast<char *>(smem) +
+                                           Layout::ring_bytes(blockDim.x)) + g.tid;
+  const int n = p.n, chunk = tpr * E;
+  const float inv_n = 1.f / float(n);
+  const T *x = static_cast<const T *>(p.x);
+  const T *dy = static_cast<const T *>(p.dy);
+  const W *gamma = static_cast<const W *>(p.gamma);  // read per pass, from L1
+  T *dx = static_cast<T *>(p.dx);
+  if constexpr (kPartials) {
+#pragma unroll
+    for (int k = 0; k < Layout::kAccVecs; ++k)
+      own[k * blockDim.x] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  int parity = 0;
+
+  auto issue = [&](int s, int64_t row) {
+    const T *xr = x + row * p.x_row;
+    const T *dyr = dy + row * p.dy_row;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      const int c0 = c * chunk + g.t * E;
+      const int b = rowpipe::bytes_before(c0, n, E, sizeof(T));
+      rowpipe::cp_async16(ring.vec_slot(s, c), b ? xr + c0 : xr, b);
+      rowpipe::cp_async16(ring.vec_slot(s, C + c), b ? dyr + c0 : dyr, b);
+    }
+    if (g.lane == 0) {  // the row's statistics, once a warp
+      float2 *st = ring.warp_slot(s);
+      rowpipe::cp_async_small<4>(&st->x, p.mean + row, 4);
+      rowpipe::cp_async_small<4>(&st->y, p.rstd + row, 4);
+    }
+  };
+
+  auto process = [&](int s, int64_t row) {
+    const float2 st = *ring.warp_slot(s);
+    Raw<T> xs[C], ds[C];
+    float2 sums = make_float2(0.f, 0.f);
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      xs[c].u = *ring.vec_slot(s, c);
+      ds[c].u = *ring.vec_slot(s, C + c);
+      float gm[E];
+      load_gamma<W, E, true, kAffine>(gamma, c * chunk, g.t, tpr, n, gm);
+      sums_chunk<T, E>(xs[c], ds[c], gm, st.x, st.y, sums);
+    }
+    sums = rowpipe::group_sum(sums, red, g, parity);
+    const float c1 = sums.x * inv_n, c2 = sums.y * inv_n;
+    T *dxr = dx + row * p.dx_row;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      float gm[E], o[E], pg[E], dyv[E];
+      load_gamma<W, E, true, kAffine>(gamma, c * chunk, g.t, tpr, n, gm);
+      dx_chunk<T, E>(xs[c], ds[c], gm, st.x, st.y, c1, c2, o, pg, dyv);
+      store_chunk<T, E, true>(dxr, c * chunk, g.t, tpr, n, o);
+      if constexpr (kPartials) {  // own[(0: dgamma, 1: dbeta) * C * E/4 + c * E/4 + q]
+#pragma unroll
+        for (int q = 0; q < E / 4; ++q) {
+          float4 *a = own + ((c * E / 4) + q) * blockDim.x;
+          float4 *b = own + ((C * E / 4) + (c * E / 4) + q) * blockDim.x;
+          float4 va = *a, vb = *b;
+          va.x += pg[4 * q]; va.y += pg[4 * q + 1]; va.z += pg[4 * q + 2]; va.w += pg[4 * q + 3];
+          vb.x += dyv[4 * q]; vb.y += dyv[4 * q + 1]; vb.z += dyv[4 * q + 2]; vb.w += dyv[4 * q + 3];
+          *a = va;
+          *b = vb;
+        }
+      }
+    }
+  };
+
+  rowpipe::stream_rows<kStages>(g, p.rows, issue, process);
+
+  if constexpr (kPartials) {
+    __syncthreads();  // every thread is done with the ring: it takes the groups' sums now
+    const int np = round_up(n, 8);
+    float *acc = reinterpret_cast<float *>(smem) + int64_t(g.grp) * 2 * np;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      float dgs[E], dbs[E];
+#pragma unroll
+      for (int q = 0; q < E / 4; ++q) {
+        const float4 va = own[((c * E / 4) + q) * blockDim.x];
+        const float4 vb = own[((C * E / 4) + (c * E / 4) + q) * blockDim.x];
+        dgs[4 * q] = va.x; dgs[4 * q + 1] = va.y; dgs[4 * q + 2] = va.z; dgs[4 * q + 3] = va.w;
+        dbs[4 * q] = vb.x; dbs[4 * q + 1] = vb.y; dbs[4 * q + 2] = vb.z; dbs[4 * q + 3] = vb.w;
+      }
+      add_columns<E, true>(acc, c * chunk, g.t, tpr, n, true, dgs);
+      add_columns<E, true>(acc + np, c * chunk, g.t, tpr, n, true, dbs);
+    }
+    __syncthreads();
+    block_column_sums(reinterpret_cast<const float *>(smem), n, g.live_groups(p.rows),
+                      p.ws + int64_t(blockIdx.x) * 2 * np);
+  }
+}
+
+// Scalar rows and rows longer than a group holds. T: dtype of x, dy, dx; W: dtype of gamma
+// (float when not kAffine); C: 16-byte vectors (of T) per thread and row (per span with
+// kStream); kPartials as above; tpr: threads of a row group, a multiple of 32 dividing
+// blockDim.x.
 template <typename T, typename W, int C, bool kVec, bool kAffine, bool kPartials, bool kStream>
 __global__ void __launch_bounds__(kVec ? kMaxTpr : kScalarThreads, 1)
 ln_bwd_rows(const LnBwdParams p, const int tpr) {
   constexpr int E = 16 / sizeof(T);
   static_assert(C * E <= kMaxPerThread, "register budget");
   static_assert(!kPartials || kAffine, "column sums need affine");
-  extern __shared__ float4 smem[];        // [groups][2][np] column sums (not kStream)
-  __shared__ float2 red[2][kMaxTpr / 32];  // [row parity][warp] partial row sums
+  extern __shared__ float4 smem[];  // [groups][2][np] column sums (not kStream)
+  __shared__ float2 red[2][rowpipe::kMaxWarps];
 
-  const int tid = threadIdx.x, t = tid % tpr, grp = tid / tpr;
-  const int groups = blockDim.x / tpr, gwarps = tpr / 32;
-  const int warp = tid / 32, lane = tid % 32;
+  const rowpipe::RowGroup g(tpr);
+  const int t = g.t;
   const int n = p.n, np = round_up(n, 8);
   const int chunk = tpr * E, span = C * chunk;
   const float inv_n = 1.f / float(n);
@@ -216,37 +380,22 @@ ln_bwd_rows(const LnBwdParams p, const int tpr) {
   const T *dy = static_cast<const T *>(p.dy);
   const W *gamma = static_cast<const W *>(p.gamma);
   T *dx = static_cast<T *>(p.dx);
-  float *acc = reinterpret_cast<float *>(smem) + int64_t(grp) * 2 * np;  // this group's
+  float *acc = reinterpret_cast<float *>(smem) + int64_t(g.grp) * 2 * np;  // this group's
   float *wg = kPartials ? p.ws + int64_t(blockIdx.x) * 2 * np : nullptr;  // this block's
-  const int64_t stride = int64_t(gridDim.x) * groups;
+  const int64_t stride = g.row_stride();
   int parity = 0;
 
-  // Resident rows are loaded one row ahead: the next row's loads are in flight while this
-  // row is reduced and stored, so a group keeps memory busy through its own barrier. Not
-  // with 32 bytes of x a thread and the column sums: that spills at 64 registers.
-  constexpr bool kPrefetch = !kStream && (C == 1 || sizeof(T) < 4 || !kPartials);
   Raw<T> xs[C], ds[C];  // the row as loaded (not kStream)
-  int64_t row = int64_t(blockIdx.x) * groups + grp;
-  if constexpr (kPrefetch) {
-    if (row < p.rows) {
-#pragma unroll
-      for (int c = 0; c < C; ++c) {
-        xs[c] = load_raw<T, kVec>(x + row * p.x_row, c * chunk, t, tpr, n);
-        ds[c] = load_raw<T, kVec>(dy + row * p.dy_row, c * chunk, t, tpr, n);
-      }
-    }
-  }
-
-  for (; row < p.rows; row += stride) {
+  for (int64_t row = g.first_row(); row < p.rows; row += stride) {
     const T *xr = x + row * p.x_row;
     const T *dyr = dy + row * p.dy_row;
     T *dxr = dx + row * p.dx_row;
     const float mu = p.mean[row], rs = p.rstd[row];
     const bool first = row < stride;  // this group's first row
-    const int64_t next = row + stride;
 
-    // pass 1: both row sums
-    float sg = 0.f, sgx = 0.f;
+    // pass 1: both row sums (resident rows: their column sums too, while x and dy are
+    // at hand; fewer live registers than in pass 2)
+    float2 sums = make_float2(0.f, 0.f);
     const int spans = kStream ? (n + span - 1) / span : 1;  // 1: provably one trip
     for (int s = 0; s < spans; ++s) {
       const int sb = s * span;
@@ -254,69 +403,32 @@ ln_bwd_rows(const LnBwdParams p, const int tpr) {
       for (int c = 0; c < C; ++c) {
         const int cb = sb + c * chunk;
         Raw<T> xc, dc;
-        if constexpr (kStream) {
-          xc = load_raw<T, kVec>(xr, cb, t, tpr, n);
-          dc = load_raw<T, kVec>(dyr, cb, t, tpr, n);
-        } else {
-          if constexpr (!kPrefetch) {
-            xs[c] = load_raw<T, kVec>(xr, cb, t, tpr, n);
-            ds[c] = load_raw<T, kVec>(dyr, cb, t, tpr, n);
-          }
-          xc = xs[c];
-          dc = ds[c];
+        xc = load_raw<T, kVec>(xr, cb, t, tpr, n);
+        dc = load_raw<T, kVec>(dyr, cb, t, tpr, n);
+        if constexpr (!kStream) {
+          xs[c] = xc;
+          ds[c] = dc;
         }
-        float gm[E], pg[E], dyv[E];
+        float gm[E];
         load_gamma<W, E, kVec, kAffine>(gamma, cb, t, tpr, n, gm);
+        sums_chunk<T, E>(xc, dc, gm, mu, rs, sums);
+        if constexpr (kPartials && !kStream) {
+          float pg[E], dyv[E];
 #pragma unroll
-        for (int i = 0; i < E; ++i) {
-          const float xhv = (to_f<T>(xc.e[i]) - mu) * rs;
-          dyv[i] = to_f<T>(dc.e[i]);
-          const float g = dyv[i] * gm[i];  // 0 past the end (dy = 0 there)
-          sg += g;
-          sgx += g * xhv;
-          pg[i] = dyv[i] * xhv;
-        }
-        if constexpr (kPartials && !kStream && !kPrefetch) {  // fewer live registers here
+          for (int i = 0; i < E; ++i) {
+            dyv[i] = to_f<T>(dc.e[i]);
+            pg[i] = dyv[i] * ((to_f<T>(xc.e[i]) - mu) * rs);
+          }
           add_columns<E, kVec>(acc, cb, t, tpr, n, first, pg);
           add_columns<E, kVec>(acc + np, cb, t, tpr, n, first, dyv);
         }
       }
     }
+    sums = rowpipe::group_sum(sums, red, g, parity);
+    const float c1 = sums.x * inv_n, c2 = sums.y * inv_n;
 
-    Raw<T> xn[C], dn[C];  // the next row, in flight from here (kPrefetch)
-    if constexpr (kPrefetch) {
-      if (next < p.rows) {
-#pragma unroll
-        for (int c = 0; c < C; ++c) {
-          xn[c] = load_raw<T, kVec>(x + next * p.x_row, c * chunk, t, tpr, n);
-          dn[c] = load_raw<T, kVec>(dy + next * p.dy_row, c * chunk, t, tpr, n);
-        }
-      }
-    }
-
-    // one reduction of the pair (fixed butterfly: every thread ends with the same sums)
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-      sg += __shfl_xor_sync(kFullMask, sg, off);
-      sgx += __shfl_xor_sync(kFullMask, sgx, off);
-    }
-    if (gwarps > 1) {  // uniform over the block
-      // red[parity] is written again two rows later, after every reader of this row has
-      // passed the next row's barrier: one barrier per row suffices
-      if (lane == 0) red[parity][warp] = make_float2(sg, sgx);
-      group_sync(1 + grp, tpr);
-      sg = 0.f;
-      sgx = 0.f;
-      for (int w = grp * gwarps; w < (grp + 1) * gwarps; ++w) {
-        const float2 v = red[parity][w];
-        sg += v.x;
-        sgx += v.y;
-      }
-      parity ^= 1;
-    }
-    const float c1 = sg * inv_n, c2 = sgx * inv_n;
-
-    // pass 2: dx and the column sums (kStream: from a second read)
+    // pass 2: dx (kStream: from a second read, and the column sums into the block's
+    // workspace row in place: one group a block)
     for (int s = 0; s < spans; ++s) {
       const int sb = s * span;
 #pragma unroll
@@ -332,47 +444,19 @@ ln_bwd_rows(const LnBwdParams p, const int tpr) {
         }
         float gm[E], o[E], pg[E], dyv[E];
         load_gamma<W, E, kVec, kAffine>(gamma, cb, t, tpr, n, gm);  // from L1
-#pragma unroll
-        for (int i = 0; i < E; ++i) {
-          const float xhv = (to_f<T>(xc.e[i]) - mu) * rs;
-          dyv[i] = to_f<T>(dc.e[i]);
-          o[i] = rs * (dyv[i] * gm[i] - c1 - xhv * c2);
-          pg[i] = dyv[i] * xhv;
-        }
+        dx_chunk<T, E>(xc, dc, gm, mu, rs, c1, c2, o, pg, dyv);
         store_chunk<T, E, kVec>(dxr, cb, t, tpr, n, o);
-        if constexpr (kPartials && (kStream || kPrefetch)) {  // the group's row in shared
-          // memory (kStream: one group a block, the block's workspace row in place)
-          float *into = kStream ? wg : acc;
-          add_columns<E, kVec>(into, cb, t, tpr, n, first, pg);
-          add_columns<E, kVec>(into + np, cb, t, tpr, n, first, dyv);
+        if constexpr (kPartials && kStream) {
+          add_columns<E, kVec>(wg, cb, t, tpr, n, first, pg);
+          add_columns<E, kVec>(wg + np, cb, t, tpr, n, first, dyv);
         }
-      }
-    }
-
-    if constexpr (kPrefetch) {
-#pragma unroll
-      for (int c = 0; c < C; ++c) {
-        xs[c] = xn[c];
-        ds[c] = dn[c];
       }
     }
   }
 
-  // this block's workspace row: its groups' column sums in group order
   if constexpr (kPartials && !kStream) {
     __syncthreads();
-    const int64_t left = p.rows - int64_t(blockIdx.x) * groups;  // groups with a row
-    const int live = left < groups ? int(left) : groups;
-    const float *base = reinterpret_cast<const float *>(smem);
-    for (int j = tid; j < n; j += blockDim.x) {
-      float s0 = 0.f, s1 = 0.f;
-      for (int g = 0; g < live; ++g) {
-        s0 += base[int64_t(g) * 2 * np + j];
-        s1 += base[int64_t(g) * 2 * np + np + j];
-      }
-      wg[j] = s0;
-      wg[np + j] = s1;
-    }
+    block_column_sums(reinterpret_cast<const float *>(smem), n, g.live_groups(p.rows), wg);
   }
 }
 
@@ -411,17 +495,28 @@ bool aligned(const void *ptr, int bytes) {
 
 int elem_size(DType dt) { return dt == DType::kFloat32 ? 4 : 2; }
 
+// Launches kernel(p, tpr) with the plan's grid, block and dynamic shared memory.
+template <typename Kernel>
+cudaError_t launch_planned(Kernel kernel, const LnBwdParams &p, const LnBwdPlan &plan,
+                           cudaStream_t s) {
+  if (plan.smem_bytes > 48 * 1024) {  // opt in above the default dynamic limit
+    const cudaError_t err = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem_bytes));
+    if (err != cudaSuccess) return err;
+  }
+  kernel<<<plan.grid, plan.block, plan.smem_bytes, s>>>(p, plan.tpr);
+  return cudaSuccess;
+}
+
 template <typename T, typename W, int C, bool kVec, bool kAffine, bool kPartials, bool kStream>
 cudaError_t launch_one(const LnBwdParams &p, const LnBwdPlan &plan, cudaStream_t s) {
   if constexpr (C * (16 / sizeof(T)) <= kMaxPerThread) {
-    auto kernel = ln_bwd_rows<T, W, C, kVec, kAffine, kPartials, kStream>;
-    if (plan.smem_bytes > 48 * 1024) {  // opt in above the default dynamic limit
-      const cudaError_t err = cudaFuncSetAttribute(
-          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem_bytes));
-      if (err != cudaSuccess) return err;
+    if (plan.piped) {
+      if constexpr (kVec && !kStream)
+        return launch_planned(ln_bwd_piped<T, W, C, kAffine, kPartials>, p, plan, s);
+      return cudaErrorInvalidValue;  // the plan never asks for it
     }
-    kernel<<<plan.grid, plan.block, plan.smem_bytes, s>>>(p, plan.tpr);
-    return cudaSuccess;
+    return launch_planned(ln_bwd_rows<T, W, C, kVec, kAffine, kPartials, kStream>, p, plan, s);
   } else {
     return cudaErrorInvalidValue;  // the plan never asks for it
   }
@@ -461,12 +556,6 @@ cudaError_t launch_typed(const LnBwdParams &p, const LnBwdPlan &plan, cudaStream
   return launch_affine<T, T>(p, plan, s);
 }
 
-int pow2_ceil(int64_t v) {
-  int c = 1;
-  while (c < v) c *= 2;
-  return c;
-}
-
 }  // namespace
 
 int layer_norm_ws_row(int n) { return round_up(n, 8); }
@@ -478,26 +567,42 @@ LnBwdPlan layer_norm_bwd_plan(const LnBwdParams &p, bool partials, int sm_count)
   plan.vectorized = aligned(p.x, 16) && aligned(p.dy, 16) && aligned(p.dx, 16) &&
                     (!p.affine || aligned(p.gamma, 16)) && p.x_row % E == 0 &&
                     p.dy_row % E == 0 && p.dx_row % E == 0;
-  const int max_tpr = plan.vectorized ? kMaxTpr : kScalarThreads;
   const int64_t n = p.n;
+  const size_t sums_row = 2 * size_t(layer_norm_ws_row(p.n)) * sizeof(float);  // a group's
+  if (plan.vectorized && rowpipe::fits_rows(n)) {  // ln_bwd_piped
+    const rowpipe::RowShape shape = rowpipe::row_shape(n, E);
+    plan.piped = true;
+    plan.tpr = shape.tpr;
+    plan.chunks = shape.chunks;
+    plan.block = dim3(unsigned(shape.threads));
+    const size_t ring = E == 8   ? PipedLayout<1, 8>::bytes(shape.threads, partials)
+                        : plan.chunks == 1 ? PipedLayout<1, 4>::bytes(shape.threads, partials)
+                                           : PipedLayout<2, 4>::bytes(shape.threads, partials);
+    // the groups' column sums reuse the ring at the end
+    const size_t sums = partials ? size_t(shape.threads / shape.tpr) * sums_row : 0;
+    plan.smem_bytes = std::max(ring, sums);
+    plan.parts = rowpipe::resident_grid(p.rows, shape, plan.smem_bytes, sm_count);
+    plan.grid = dim3(unsigned(plan.parts));
+    return plan;
+  }
+  const int max_tpr = plan.vectorized ? kMaxTpr : kScalarThreads;
   plan.streamed = n > int64_t(max_tpr) * kMaxPerThread;
   plan.tpr = plan.streamed ? max_tpr
-                           : std::max(32, pow2_ceil((n + kMaxPerThread - 1) / kMaxPerThread));
+                           : std::max(32, rowpipe::pow2_at_least((n + kMaxPerThread - 1) /
+                                                                 kMaxPerThread));
   // chunks of TPR * E columns: the whole row (resident) or a span (streamed)
   const int64_t chunk = int64_t(plan.tpr) * E;
-  plan.chunks = plan.streamed ? std::max(1, kMaxPerThread / E) : pow2_ceil((n + chunk - 1) / chunk);
-  const int threads = plan.vectorized ? std::max(plan.tpr, kGroupBlock) : kScalarThreads;
+  plan.chunks = plan.streamed ? std::max(1, kMaxPerThread / E)
+                              : rowpipe::pow2_at_least((n + chunk - 1) / chunk);
+  const int threads = plan.vectorized ? plan.tpr : kScalarThreads;  // vectorized: streamed
   const int groups = threads / plan.tpr;
   plan.block = dim3(unsigned(threads));
-  // vector path: <= 64 registers a thread (launch bounds), 2048 threads an SM
-  const int per_sm = plan.vectorized ? 2048 / threads : 2;
+  const int per_sm = 2;  // <= 64 registers a thread: 1024 threads an SM
   const int64_t blocks = (p.rows + groups - 1) / groups;
   const int64_t cap = int64_t(std::max(sm_count, 1)) * per_sm;
   plan.parts = int(std::max<int64_t>(1, std::min(blocks, cap)));
   plan.grid = dim3(unsigned(plan.parts));
-  plan.smem_bytes =
-      (partials && !plan.streamed) ? size_t(groups) * 2 * layer_norm_ws_row(p.n) * sizeof(float)
-                                   : 0;
+  plan.smem_bytes = (partials && !plan.streamed) ? size_t(groups) * sums_row : 0;
   return plan;
 }
 

@@ -33,8 +33,9 @@ struct LnBwdPlan {
   int chunks;        // C: 16-byte vectors (of x's dtype) per thread and row (per span)
   bool streamed;     // rows longer than a group holds: processed in spans, read twice
   bool vectorized;   // 16-byte loads and stores are legal for x, dy, dx (and gamma)
+  bool piped;        // vectorized rows a group holds: streamed through a shared-memory ring
   int parts;         // rows of the workspace (= blocks of the main kernel)
-  size_t smem_bytes;  // dynamic shared memory of the main kernel (groups' column sums)
+  size_t smem_bytes;  // dynamic shared memory of the main kernel (ring, column sums)
   dim3 grid, block;
 };
 

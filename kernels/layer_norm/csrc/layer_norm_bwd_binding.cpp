@@ -101,11 +101,7 @@ void layer_norm_bwd(const at::Tensor &x_in, const at::Tensor &dy_in,
     p.dbeta = dbeta->data_ptr();
   }
 
-  int sm_count = 0;
-  const cudaError_t attr_err =
-      cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, x.get_device());
-  TORCH_CHECK(attr_err == cudaSuccess, "layer_norm_bwd: cudaDeviceGetAttribute failed: ",
-              cudaGetErrorString(attr_err));
+  const int sm_count = sm_count_of(x, "layer_norm_bwd");
   const LnBwdPlan plan = layer_norm_bwd_plan(p, partials, sm_count);
   at::Tensor ws;
   if (partials) {

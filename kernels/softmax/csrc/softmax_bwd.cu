@@ -8,22 +8,24 @@
 //
 // Tiling. A row is cut into chunks of TPR x V elements (TPR threads per row, V = 16 bytes
 // of T: 4 fp32 or 8 fp16/bf16); a thread holds C chunks' worth (C 16-byte vectors of y
-// and of dy) in registers, so the row is read from memory once and the output computed
-// from registers after the reduction.
-//  - short rows (N <= 32 x 8 x V: 1024 fp32, 2048 fp16/bf16): one warp per row, 4 rows
-//    per 128-thread block, C = 1, 2, 4 or 8; the reduction is warp shuffles only.
-//  - long rows: one block per row. Up to 1024 x 2 vectors (8192 fp32 / 16384 16-bit) with
-//    C = 2 and TPR = 128 ... 1024: few registers per thread (<= 64), so several rows are in
-//    flight per SM at different phases (load, reduce, store). With C = 8 and 128 threads
-//    per row, 4096x8192 bf16 reached 0.86 of the copy bandwidth; measured on the H200.
-//    Longer: TPR = 512, C = 4 or 8, held in registers up to 512 x 8 vectors = 16384 fp32
-//    or 32768 fp16/bf16 elements per row (128 KiB of y and dy per block, half the register
-//    file). The warps' partial sums meet in shared memory (one __syncthreads).
+// and of dy), so the row is read from memory once and the output computed after the
+// reduction.
+//  - vectorized rows of up to 8192 elements (softmax_bwd_piped): row groups of TPR threads
+//    (the smallest power of two >= 32 holding the row at <= 8 elements a thread) in a
+//    persistent grid of blocks of max(TPR, 512) threads; each group walks its rows with
+//    the next rows in flight as cp.async copies into a shared-memory ring
+//    (kernels/common/csrc/row_pipeline.cuh). One block a row, loading into registers,
+//    reached 0.82-0.88 of the copy bandwidth at 4096x8192 on the H200.
+//  - other rows load into registers (softmax_bwd_kernel). Short rows (N <= 32 x 8 x V:
+//    1024 fp32, 2048 fp16/bf16): one warp per row, 4 rows per 128-thread block, C = 1, 2,
+//    4 or 8; the reduction is warp shuffles only. Long rows: one block per row, TPR = 128
+//    ... 1024 with C = 2 up to 1024 x 2 vectors, else TPR = 512 and C = 4 or 8, held in
+//    registers up to 512 x 8 vectors = 16384 fp32 or 32768 fp16/bf16 elements per row.
+//    The warps' partial sums meet in shared memory (one __syncthreads).
 //  - longer rows (32768 fp32, 65536 16-bit and beyond): the first 512 x 8 vectors stay in
 //    registers, the rest of the row is streamed twice (pass 1 the dot, pass 2 the output),
 //    so only the part that does not fit is read a second time (mostly from L2 for a few
-//    rows in flight). Shared memory could hold another ~200 KiB, but only correctness
-//    cases use such rows; the perf shapes (N <= 8192) are register-resident.
+//    rows in flight). Only correctness cases use such rows.
 // Memory access. Vector path (y, dy, dx 16-byte aligned rows, the mask V-byte aligned):
 // thread t of the row reads the 16-byte vector (c x TPR + t) of chunk c; a partial last
 // vector (N not a multiple of V) is read and written element by element. Scalar path
@@ -40,6 +42,7 @@
 #include <algorithm>
 
 #include "../../common/csrc/convert.cuh"
+#include "../../common/csrc/row_pipeline.cuh"
 #include "softmax_bwd.h"
 
 namespace {
@@ -263,6 +266,100 @@ softmax_bwd_kernel(const SoftmaxBwdParams p) {
   }
 }
 
+// Bytes of a ring stage a thread: y and dy (16 bytes each) and the keep bytes of each
+// vector (V: 4 fp32, 8 16-bit), per chunk.
+template <typename T, bool kDrop>
+constexpr __host__ __device__ int piped_stage_bytes(int chunks) {
+  return chunks * (2 * 16 + (kDrop ? 16 / int(sizeof(T)) : 0));
+}
+
+// Vectorized rows of up to 8192 elements, tpr threads a row: rows stream through a
+// shared-memory ring (row_pipeline.cuh), the next kStages - 1 in flight.
+template <typename T, int C, bool kDrop>
+__global__ void __launch_bounds__(rowpipe::kMaxThreads, 1)
+softmax_bwd_piped(const SoftmaxBwdParams p, const int tpr) {
+  constexpr int V = Vec<T>::V;
+  using MaskT = typename MaskBits<V>::type;
+  constexpr int kStages = rowpipe::ring_stages(piped_stage_bytes<T, kDrop>(C));
+  extern __shared__ float4 smem[];
+  __shared__ float red[2][rowpipe::kMaxWarps];
+  const rowpipe::RowGroup g(tpr);
+  const rowpipe::StageRing<kStages, 2 * C, kDrop ? C : 0, MaskT> ring(smem, blockDim.x);
+  const int n = p.n, chunk = tpr * V;
+  const float scale = p.scale;
+  const T *y = static_cast<const T *>(p.y);
+  const T *dy = static_cast<const T *>(p.dy);
+  T *dx = static_cast<T *>(p.dx);
+  int parity = 0;
+
+  auto issue = [&](int s, int64_t row) {
+    const T *yr = y + row * p.y_row;
+    const T *dyr = dy + row * p.dy_row;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      const int e0 = c * chunk + g.t * V;
+      const int b = rowpipe::bytes_before(e0, n, V, sizeof(T));
+      rowpipe::cp_async16(ring.vec_slot(s, c), b ? yr + e0 : yr, b);
+      rowpipe::cp_async16(ring.vec_slot(s, C + c), b ? dyr + e0 : dyr, b);
+      if constexpr (kDrop) {
+        const uint8_t *mr = p.mask + row * p.mask_row;
+        const int mb = b / int(sizeof(T));
+        rowpipe::cp_async_small<sizeof(MaskT)>(ring.side_slot(s, c), mb ? mr + e0 : mr, mb);
+      }
+    }
+  };
+
+  auto process = [&](int s, int64_t row) {
+    Vec<T> yv[C], dv[C];
+    float dot = 0.f;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      yv[c].raw = *ring.vec_slot(s, c);
+      dv[c].raw = *ring.vec_slot(s, C + c);
+      if constexpr (kDrop) {
+        MaskVec<V> mv;
+        mv.raw = *ring.side_slot(s, c);
+        apply_mask<T>(dv[c], mv);
+      }
+      dot = dot_vec<T, kDrop>(yv[c], dv[c], scale, dot);
+    }
+    dot = rowpipe::group_sum(dot, red, g, parity);
+    T *dxr = dx + row * p.dx_row;
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+      store_chunk<T, true, kDrop>(dxr, int64_t(c) * chunk, g.t, tpr, n, yv[c], dv[c], scale, dot);
+  };
+
+  rowpipe::stream_rows<kStages>(g, p.rows, issue, process);
+}
+
+template <typename T, int C, bool kDrop>
+cudaError_t launch_piped(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, cudaStream_t s) {
+  auto kernel = softmax_bwd_piped<T, C, kDrop>;
+  if (plan.smem_bytes > 48 * 1024) {  // opt in above the default dynamic limit
+    const cudaError_t err = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem_bytes));
+    if (err != cudaSuccess) return err;
+  }
+  kernel<<<plan.grid, plan.block, plan.smem_bytes, s>>>(p, plan.tpr);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_piped_typed(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan,
+                               cudaStream_t s) {
+  switch (plan.chunks) {
+    case 1: return p.dropout ? launch_piped<T, 1, true>(p, plan, s)
+                             : launch_piped<T, 1, false>(p, plan, s);
+    case 2:
+      if constexpr (sizeof(T) == 4)  // 16-bit rows of <= 8192 take one vector a thread
+        return p.dropout ? launch_piped<T, 2, true>(p, plan, s)
+                         : launch_piped<T, 2, false>(p, plan, s);
+      return cudaErrorInvalidValue;
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 template <typename T, int C, bool kWarp, bool kStream>
 cudaError_t launch_variant(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, cudaStream_t s) {
   if (plan.vectorized) {
@@ -283,6 +380,7 @@ cudaError_t launch_variant(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan
 
 template <typename T>
 cudaError_t launch_typed(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, cudaStream_t s) {
+  if (plan.piped) return launch_piped_typed<T>(p, plan, s);
   cudaError_t err;
   if (plan.warp_per_row) {
     switch (plan.chunks) {
@@ -310,15 +408,9 @@ bool aligned(const void *ptr, int bytes) {
   return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
 }
 
-int pow2_ceil(int64_t v) {
-  int c = 1;
-  while (c < v) c *= 2;
-  return c;
-}
-
 }  // namespace
 
-SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p) {
+SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p, int sm_count) {
   SoftmaxBwdPlan plan{};
   const int es = p.dtype == DType::kFloat32 ? 4 : 2;
   const int V = 16 / es;
@@ -330,22 +422,36 @@ SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p) {
                       (!p.dropout || p.mask_row % V == 0));
   plan.vectorized = rows_aligned && aligned(p.y, 16) && aligned(p.dy, 16) && aligned(p.dx, 16) &&
                     (!p.dropout || aligned(p.mask, V));
+  if (plan.vectorized && rowpipe::fits_rows(p.n)) {
+    const rowpipe::RowShape shape = rowpipe::row_shape(p.n, V);
+    plan.piped = true;
+    plan.tpr = shape.tpr;
+    plan.chunks = shape.chunks;
+    plan.block = dim3(unsigned(shape.threads));
+    const int bytes = es == 4 ? (p.dropout ? piped_stage_bytes<float, true>(plan.chunks)
+                                           : piped_stage_bytes<float, false>(plan.chunks))
+                              : (p.dropout ? piped_stage_bytes<__half, true>(plan.chunks)
+                                           : piped_stage_bytes<__half, false>(plan.chunks));
+    plan.smem_bytes = rowpipe::ring_bytes(rowpipe::ring_stages(bytes), shape.threads, 0, bytes);
+    plan.grid = dim3(unsigned(rowpipe::resident_grid(p.rows, shape, plan.smem_bytes, sm_count)));
+    return plan;
+  }
   if (nv <= 32 * kMaxChunks) {
     plan.warp_per_row = true;
-    plan.chunks = pow2_ceil((nv + 31) / 32);
+    plan.chunks = rowpipe::pow2_at_least((nv + 31) / 32);
     plan.grid = dim3(unsigned((p.rows + kWarpRows - 1) / kWarpRows));
     plan.block = dim3(32 * kWarpRows);
   } else {
     int tpr;
     if (plan.vectorized && nv <= 2 * kMaxThreadsC2) {  // C = 2, as many threads as needed
-      tpr = std::max(128, pow2_ceil((nv + 1) / 2));
+      tpr = std::max(128, rowpipe::pow2_at_least((nv + 1) / 2));
       plan.chunks = 2;
     } else {
       const int max_tpr = plan.vectorized ? kMaxThreads : kMaxThreadsScalar;
       tpr = nv <= 128 * kMaxChunks ? 128 : nv <= 256 * kMaxChunks ? 256 : max_tpr;
       const int64_t need = (nv + tpr - 1) / tpr;
       plan.streamed = need > kMaxChunks;
-      plan.chunks = plan.streamed ? kMaxChunks : std::max(4, pow2_ceil(need));
+      plan.chunks = plan.streamed ? kMaxChunks : std::max(4, rowpipe::pow2_at_least(need));
     }
     plan.grid = dim3(unsigned(p.rows));
     plan.block = dim3(tpr);

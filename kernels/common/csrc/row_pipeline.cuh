@@ -1,0 +1,230 @@
+// Rows streamed through shared memory with cp.async: the piece the row-wise backward
+// kernels (LayerNorm, softmax) share.
+//
+// Why. A memory-bound row kernel that loads into registers has at most one row per thread
+// in flight, and stalls on it at every row's reduction; on the H200 that held the LayerNorm
+// backward at 0.41-0.75 and the softmax backward at 0.82-0.88 of the copy bandwidth. Here
+// a row group of TPR threads walks rows r, r + stride, ... (a persistent grid) and keeps
+// the next kStages - 1 rows in flight as cp.async copies into a shared-memory ring while
+// it reduces and stores the current one.
+//
+// Ownership. Each thread copies and later reads only its own 16-byte slots, so no barrier
+// guards them: cp.async.wait_group makes a thread's completed copies visible to that
+// thread. The one 8-byte slot per warp (a row's statistics) is copied by lane 0 and read by
+// the warp after __syncwarp. A stage is rewritten one row after it was read, by the same
+// thread (warp slot: the same warp, past its row reduction's shuffles).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace rowpipe {
+
+constexpr int kMaxThreads = 1024;           // threads of a row group and of a block
+constexpr int kMaxWarps = kMaxThreads / 32;
+constexpr int kThreadsPerSm = 1024;         // at <= 64 registers a thread (launch bounds)
+constexpr int kSmemPerSm = 216 * 1024;      // ring budget of an SM (228 KiB less reserves)
+
+// Stages of a ring whose stage takes `bytes` per thread, next to `fixed` other bytes a
+// thread: as many as the budget gives an SM's threads, 2 to 4 (3 rows in flight a group
+// keep an SM's copies going; more only take shared memory).
+constexpr __host__ __device__ int ring_stages(int bytes, int fixed = 0) {
+  const int s = (kSmemPerSm / kThreadsPerSm - fixed) / bytes;
+  return s < 2 ? 2 : s > 4 ? 4 : s;
+}
+
+__device__ __forceinline__ unsigned smem_addr(const void *p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, L2 only (streamed data); src_bytes < 16 zero-fills the rest
+// (0: nothing is read).
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
+               "l"(src), "r"(src_bytes)
+               : "memory");
+}
+
+// kBytes (4 or 8) global -> shared, zero-filled past src_bytes.
+template <int kBytes>
+__device__ __forceinline__ void cp_async_small(void *dst, const void *src, int src_bytes) {
+  static_assert(kBytes == 4 || kBytes == 8, "cp.async.ca takes 4, 8 or 16 bytes");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_addr(dst)),
+               "l"(src), "n"(kBytes), "r"(src_bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// Wait until at most N of this thread's committed groups are still pending.
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Bytes of an E-element vector of `elem` bytes starting at column c0 that lie before n.
+__device__ __forceinline__ int bytes_before(int c0, int n, int elems, int elem) {
+  const int left = n - c0;
+  return (left <= 0 ? 0 : left >= elems ? elems : left) * elem;
+}
+
+// Where a thread sits: row groups of tpr threads (a multiple of 32 dividing blockDim.x).
+struct RowGroup {
+  int tid, t, grp, groups, tpr, warp, lane;
+  __device__ explicit RowGroup(int threads_per_row)
+      : tid(threadIdx.x),
+        t(threadIdx.x % threads_per_row),
+        grp(threadIdx.x / threads_per_row),
+        groups(blockDim.x / threads_per_row),
+        tpr(threads_per_row),
+        warp(threadIdx.x / 32),
+        lane(threadIdx.x % 32) {}
+  __device__ int64_t first_row() const { return int64_t(blockIdx.x) * groups + grp; }
+  __device__ int64_t row_stride() const { return int64_t(gridDim.x) * groups; }
+  // groups of this block with at least one row
+  __device__ int live_groups(int64_t rows) const {
+    const int64_t left = rows - int64_t(blockIdx.x) * groups;
+    return left < groups ? int(left < 0 ? 0 : left) : groups;
+  }
+};
+
+// Bytes of a ring of `stages` stages, each with vec_slots 16-byte slots and side_bytes of
+// side slots per thread, and one float2 per warp (host and device agree on it).
+constexpr __host__ __device__ size_t ring_bytes(int stages, int threads, int vec_slots,
+                                                int side_bytes) {
+  return size_t(stages) * threads * (vec_slots * 16 + side_bytes) +
+         size_t(stages) * (threads / 32) * 8;
+}
+
+// Shared-memory ring: per stage, kVecs 16-byte slots and kSide slots of SideT per thread,
+// and one float2 per warp (laid out as ring_bytes counts).
+template <int kStages, int kVecs, int kSide, typename SideT>
+struct StageRing {
+  static constexpr int kStageCount = kStages;
+  uint4 *vec;      // [kStages][kVecs][threads]
+  SideT *side;     // [kStages][kSide][threads]
+  float2 *warps;   // [kStages][threads / 32]
+  int threads;
+
+  __device__ StageRing(void *smem, int n_threads) : threads(n_threads) {
+    vec = static_cast<uint4 *>(smem);
+    side = reinterpret_cast<SideT *>(vec + size_t(kStages) * kVecs * threads);
+    warps = reinterpret_cast<float2 *>(side + size_t(kStages) * kSide * threads);
+  }
+  __device__ uint4 *vec_slot(int s, int k) const {
+    return vec + (s * kVecs + k) * threads + threadIdx.x;
+  }
+  __device__ SideT *side_slot(int s, int k) const {
+    return side + (s * kSide + k) * threads + threadIdx.x;
+  }
+  __device__ float2 *warp_slot(int s) const { return warps + s * (threads / 32) + threadIdx.x / 32; }
+};
+
+// Drives a group over its rows: issue(stage, row) starts the copies of a row into a stage,
+// process(stage, row) consumes it; kStages - 1 rows ahead are in flight. Every thread of a
+// group sees the same rows, so warps stay converged (groups are whole warps).
+template <int kStages, typename Issue, typename Process>
+__device__ __forceinline__ void stream_rows(const RowGroup &g, int64_t rows, Issue &&issue,
+                                            Process &&process) {
+  const int64_t stride = g.row_stride();
+  const int64_t first = g.first_row();
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    const int64_t r = first + s * stride;
+    if (r < rows) issue(s, r);
+    cp_async_commit();  // empty groups too: the wait below counts groups
+  }
+  int stage = 0;
+  for (int64_t r = first; r < rows; r += stride) {
+    const int64_t ahead = r + (kStages - 1) * stride;
+    __syncwarp();  // the warp slot of the stage rewritten below was read by the whole warp
+    if (ahead < rows) issue(stage == 0 ? kStages - 1 : stage - 1, ahead);
+    cp_async_commit();
+    cp_async_wait<kStages - 1>();  // row r's copies are complete
+    __syncwarp();                  // ... and lane 0's warp slot visible to the warp
+    process(stage, r);
+    stage = stage + 1 == kStages ? 0 : stage + 1;
+  }
+  cp_async_wait<0>();
+}
+
+__device__ __forceinline__ float shfl_xor(float v, int off) {
+  return __shfl_xor_sync(0xffffffffu, v, off);
+}
+__device__ __forceinline__ float2 shfl_xor(float2 v, int off) {
+  return make_float2(__shfl_xor_sync(0xffffffffu, v.x, off),
+                     __shfl_xor_sync(0xffffffffu, v.y, off));
+}
+__device__ __forceinline__ float plus(float a, float b) { return a + b; }
+__device__ __forceinline__ float2 plus(float2 a, float2 b) {
+  return make_float2(a.x + b.x, a.y + b.y);
+}
+
+// Barrier of one row group (ids 1..15; 0 is __syncthreads'): its tpr threads only.
+__device__ __forceinline__ void group_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Sum of v over the row group in a fixed order: an xor butterfly in each warp (every lane
+// ends with the same bits), then the group's warp partials in warp order, read by every
+// thread. red[parity] is rewritten two rows later, after every reader of this row has
+// passed the next row's barrier: one barrier per row. parity flips per call.
+template <typename V>
+__device__ __forceinline__ V group_sum(V v, V (*red)[kMaxWarps], const RowGroup &g,
+                                       int &parity) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = plus(v, shfl_xor(v, off));
+  const int gwarps = g.tpr / 32;
+  if (gwarps == 1) return v;  // uniform over the block
+  if (g.lane == 0) red[parity][g.warp] = v;
+  group_sync(1 + g.grp, g.tpr);
+  V s = red[parity][g.grp * gwarps];
+  for (int w = g.grp * gwarps + 1; w < (g.grp + 1) * gwarps; ++w) s = plus(s, red[parity][w]);
+  parity ^= 1;
+  return s;
+}
+
+// Host: the tiling of a row kernel over whole rows of n elements in 16-byte vectors of E
+// elements, at most kMaxPerThread elements a thread: TPR the smallest power of two (>= 32)
+// that holds the row, C vectors a thread, blocks of max(TPR, 512) threads.
+constexpr int kMaxPerThread = 8;   // row elements a thread holds (within 64 registers)
+constexpr int kBlockThreads = 512;
+
+struct RowShape {
+  int tpr, chunks, threads;
+};
+
+inline int pow2_at_least(int64_t v) {
+  int c = 1;
+  while (c < v) c *= 2;
+  return c;
+}
+
+// Whether rows of n elements fit (the kernels' other paths take longer rows).
+inline bool fits_rows(int64_t n) { return n <= int64_t(kMaxThreads) * kMaxPerThread; }
+
+inline RowShape row_shape(int64_t n, int elems_per_vec) {
+  RowShape r{};
+  const int64_t per = (n + kMaxPerThread - 1) / kMaxPerThread;
+  r.tpr = pow2_at_least(per < 32 ? 32 : per);
+  const int64_t chunk = int64_t(r.tpr) * elems_per_vec;
+  r.chunks = pow2_at_least((n + chunk - 1) / chunk);
+  r.threads = r.tpr > kBlockThreads ? r.tpr : kBlockThreads;
+  return r;
+}
+
+// A persistent grid: as many blocks as are resident at once (threads and shared memory
+// permitting), at most one per group of rows.
+inline int resident_grid(int64_t rows, const RowShape &r, size_t smem_per_block, int sm_count) {
+  const int by_threads = kThreadsPerSm / r.threads;
+  const int by_smem = int((228 * 1024) / (smem_per_block + 1024));  // 1 KiB reserved a block
+  int per_sm = by_threads < by_smem ? by_threads : by_smem;
+  if (per_sm < 1) per_sm = 1;
+  const int groups = r.threads / r.tpr;
+  const int64_t need = (rows + groups - 1) / groups;
+  const int64_t cap = int64_t(sm_count < 1 ? 1 : sm_count) * per_sm;
+  return int(need < cap ? need : cap);
+}
+
+}  // namespace rowpipe
