@@ -39,19 +39,39 @@ __device__ __forceinline__ unsigned smem_addr(const void *p) {
 
 // 16 bytes global -> shared, L2 only (streamed data); src_bytes < 16 zero-fills the rest
 // (0: nothing is read).
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
-               "l"(src), "r"(src_bytes)
+__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes)
                : "memory");
 }
 
 // kBytes (4 or 8) global -> shared, zero-filled past src_bytes.
 template <int kBytes>
-__device__ __forceinline__ void cp_async_small(void *dst, const void *src, int src_bytes) {
+__device__ __forceinline__ void cp_async_small(unsigned dst, const void *src, int src_bytes) {
   static_assert(kBytes == 4 || kBytes == 8, "cp.async.ca takes 4, 8 or 16 bytes");
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_addr(dst)),
-               "l"(src), "n"(kBytes), "r"(src_bytes)
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src),
+               "n"(kBytes), "r"(src_bytes)
                : "memory");
+}
+
+// Loads from 32-bit shared-window addresses (fewer registers than generic pointers).
+__device__ __forceinline__ uint4 lds16(unsigned a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(a)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ uint2 lds8(unsigned a) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(a) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint32_t lds4(unsigned a) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(a) : "memory");
+  return v;
 }
 
 __device__ __forceinline__ void cp_async_commit() {
@@ -80,8 +100,9 @@ struct RowGroup {
         tpr(threads_per_row),
         warp(threadIdx.x / 32),
         lane(threadIdx.x % 32) {}
-  __device__ int64_t first_row() const { return int64_t(blockIdx.x) * groups + grp; }
-  __device__ int64_t row_stride() const { return int64_t(gridDim.x) * groups; }
+  // rows as int (fits_rows: < 2^30 rows) to save registers
+  __device__ int first_row() const { return int(blockIdx.x) * groups + grp; }
+  __device__ int row_stride() const { return int(gridDim.x) * groups; }
   // groups of this block with at least one row
   __device__ int live_groups(int64_t rows) const {
     const int64_t left = rows - int64_t(blockIdx.x) * groups;
@@ -97,47 +118,50 @@ constexpr __host__ __device__ size_t ring_bytes(int stages, int threads, int vec
          size_t(stages) * (threads / 32) * 8;
 }
 
-// Shared-memory ring: per stage, kVecs 16-byte slots and kSide slots of SideT per thread,
-// and one float2 per warp (laid out as ring_bytes counts).
-template <int kStages, int kVecs, int kSide, typename SideT>
+// Shared-memory ring: per stage, kVecs 16-byte slots and kSide slots of kSideBytes (4 or
+// 8) per thread, and one 8-byte slot per warp (laid out as ring_bytes counts). Slots are
+// named by 32-bit shared-window addresses.
+template <int kStages, int kVecs, int kSide, int kSideBytes>
 struct StageRing {
-  static constexpr int kStageCount = kStages;
-  uint4 *vec;      // [kStages][kVecs][threads]
-  SideT *side;     // [kStages][kSide][threads]
-  float2 *warps;   // [kStages][threads / 32]
+  unsigned vec;    // this thread's slot of [kStages][kVecs][threads] 16-byte slots
+  unsigned side;   // ... of [kStages][kSide][threads] kSideBytes slots
+  unsigned warps;  // this warp's slot of [kStages][threads / 32] 8-byte slots
   int threads;
 
   __device__ StageRing(void *smem, int n_threads) : threads(n_threads) {
-    vec = static_cast<uint4 *>(smem);
-    side = reinterpret_cast<SideT *>(vec + size_t(kStages) * kVecs * threads);
-    warps = reinterpret_cast<float2 *>(side + size_t(kStages) * kSide * threads);
+    const unsigned base = smem_addr(smem);
+    const unsigned side0 = base + unsigned(kStages * kVecs * threads * 16);
+    const unsigned warp0 = side0 + unsigned(kStages * kSide * threads * kSideBytes);
+    vec = base + threadIdx.x * 16;
+    side = side0 + threadIdx.x * kSideBytes;
+    warps = warp0 + (threadIdx.x / 32) * 8;
   }
-  __device__ uint4 *vec_slot(int s, int k) const {
-    return vec + (s * kVecs + k) * threads + threadIdx.x;
+  __device__ unsigned vec_slot(int s, int k) const {
+    return vec + unsigned((s * kVecs + k) * threads * 16);
   }
-  __device__ SideT *side_slot(int s, int k) const {
-    return side + (s * kSide + k) * threads + threadIdx.x;
+  __device__ unsigned side_slot(int s, int k) const {
+    return side + unsigned((s * kSide + k) * threads * kSideBytes);
   }
-  __device__ float2 *warp_slot(int s) const { return warps + s * (threads / 32) + threadIdx.x / 32; }
+  __device__ unsigned warp_slot(int s) const { return warps + unsigned(s * (threads / 32) * 8); }
 };
 
 // Drives a group over its rows: issue(stage, row) starts the copies of a row into a stage,
 // process(stage, row) consumes it; kStages - 1 rows ahead are in flight. Every thread of a
 // group sees the same rows, so warps stay converged (groups are whole warps).
 template <int kStages, typename Issue, typename Process>
-__device__ __forceinline__ void stream_rows(const RowGroup &g, int64_t rows, Issue &&issue,
+__device__ __forceinline__ void stream_rows(const RowGroup &g, int rows, Issue &&issue,
                                             Process &&process) {
-  const int64_t stride = g.row_stride();
-  const int64_t first = g.first_row();
+  const int stride = g.row_stride();
+  const int first = g.first_row();
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    const int64_t r = first + s * stride;
+    const int r = first + s * stride;
     if (r < rows) issue(s, r);
     cp_async_commit();  // empty groups too: the wait below counts groups
   }
   int stage = 0;
-  for (int64_t r = first; r < rows; r += stride) {
-    const int64_t ahead = r + (kStages - 1) * stride;
+  for (int r = first; r < rows; r += stride) {
+    const int ahead = r + (kStages - 1) * stride;
     __syncwarp();  // the warp slot of the stage rewritten below was read by the whole warp
     if (ahead < rows) issue(stage == 0 ? kStages - 1 : stage - 1, ahead);
     cp_async_commit();
@@ -156,6 +180,8 @@ __device__ __forceinline__ float2 shfl_xor(float2 v, int off) {
   return make_float2(__shfl_xor_sync(0xffffffffu, v.x, off),
                      __shfl_xor_sync(0xffffffffu, v.y, off));
 }
+__device__ __forceinline__ float zero_like(float) { return 0.f; }
+__device__ __forceinline__ float2 zero_like(float2) { return make_float2(0.f, 0.f); }
 __device__ __forceinline__ float plus(float a, float b) { return a + b; }
 __device__ __forceinline__ float2 plus(float2 a, float2 b) {
   return make_float2(a.x + b.x, a.y + b.y);
@@ -166,10 +192,13 @@ __device__ __forceinline__ void group_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Sum of v over the row group in a fixed order: an xor butterfly in each warp (every lane
-// ends with the same bits), then the group's warp partials in warp order, read by every
-// thread. red[parity] is rewritten two rows later, after every reader of this row has
-// passed the next row's barrier: one barrier per row. parity flips per call.
+// Sum of v over the row group in a fixed order, the same bits in every thread: an xor
+// butterfly in each warp, then, after one barrier, lane w of every warp reads warp w's
+// partial (0 past the group's warps) and the same butterfly sums them. (A loop over the
+// partials costs every thread a load and an add per warp: with 16-32 warps a group that
+// made the LayerNorm and softmax kernels issue-bound on the H200.) red[parity] is
+// rewritten two rows later, after every reader of this row has passed the next row's
+// barrier: one barrier per row. parity flips per call.
 template <typename V>
 __device__ __forceinline__ V group_sum(V v, V (*red)[kMaxWarps], const RowGroup &g,
                                        int &parity) {
@@ -179,16 +208,16 @@ __device__ __forceinline__ V group_sum(V v, V (*red)[kMaxWarps], const RowGroup 
   if (gwarps == 1) return v;  // uniform over the block
   if (g.lane == 0) red[parity][g.warp] = v;
   group_sync(1 + g.grp, g.tpr);
-  V s = red[parity][g.grp * gwarps];
-  for (int w = g.grp * gwarps + 1; w < (g.grp + 1) * gwarps; ++w) s = plus(s, red[parity][w]);
+  V s = g.lane < gwarps ? red[parity][g.grp * gwarps + g.lane] : zero_like(v);
   parity ^= 1;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) s = plus(s, shfl_xor(s, off));
   return s;
 }
 
 // Host: the tiling of a row kernel over whole rows of n elements in 16-byte vectors of E
-// elements, at most kMaxPerThread elements a thread: TPR the smallest power of two (>= 32)
-// that holds the row, C vectors a thread, blocks of max(TPR, 512) threads.
-constexpr int kMaxPerThread = 8;   // row elements a thread holds (within 64 registers)
+// elements, at most max_per_thread elements a thread: TPR the smallest power of two
+// (>= 32) that holds the row, C vectors a thread, blocks of max(TPR, 512) threads.
 constexpr int kBlockThreads = 512;
 
 struct RowShape {
@@ -201,12 +230,15 @@ inline int pow2_at_least(int64_t v) {
   return c;
 }
 
-// Whether rows of n elements fit (the kernels' other paths take longer rows).
-inline bool fits_rows(int64_t n) { return n <= int64_t(kMaxThreads) * kMaxPerThread; }
+// Whether `rows` rows of n elements fit (the kernels' other paths take longer rows, and
+// more than 2^30 rows: row indices here are int).
+inline bool fits_rows(int64_t rows, int64_t n, int max_per_thread) {
+  return rows < (int64_t(1) << 30) && n <= int64_t(kMaxThreads) * max_per_thread;
+}
 
-inline RowShape row_shape(int64_t n, int elems_per_vec) {
+inline RowShape row_shape(int64_t n, int elems_per_vec, int max_per_thread) {
   RowShape r{};
-  const int64_t per = (n + kMaxPerThread - 1) / kMaxPerThread;
+  const int64_t per = (n + max_per_thread - 1) / max_per_thread;
   r.tpr = pow2_at_least(per < 32 ? 32 : per);
   const int64_t chunk = int64_t(r.tpr) * elems_per_vec;
   r.chunks = pow2_at_least((n + chunk - 1) / chunk);

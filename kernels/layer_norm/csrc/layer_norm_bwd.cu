@@ -50,7 +50,7 @@ constexpr int kMaxTpr = rowpipe::kMaxThreads;  // threads of a row group and of 
 // accesses need more registers (their addresses and predicates) than 64
 constexpr int kScalarThreads = 256;
 // elements of a row a thread holds (C * E): 8 keeps a thread within 64 registers
-constexpr int kMaxPerThread = rowpipe::kMaxPerThread;
+constexpr int kMaxPerThread = 8;
 
 // workspace and shared-memory column-sum rows are n rounded up to 8 floats, on both sides
 __host__ __device__ __forceinline__ int round_up(int v, int m) { return (v + m - 1) / m * m; }
@@ -234,55 +234,54 @@ __device__ __forceinline__ void sums_chunk(const Raw<T> &xc, const Raw<T> &dc,
   }
 }
 
-// Shared memory of ln_bwd_piped: the ring, then (kPartials) the threads' own column sums
-// acc[2 * C * E / 4][threads] (float4, k-major: conflict-free). Held in registers instead,
-// the sums spill at 64 registers.
-template <int C, int E>
-struct PipedLayout {
-  static constexpr int kVecs = 2 * C;                   // x and dy: 16-byte slots a stage
-  static constexpr int kAccVecs = 2 * C * E / 4;        // float4 column sums a thread
-  static constexpr int kAccBytes = kAccVecs * 16;       // ... in bytes
-  static constexpr int kStages = rowpipe::ring_stages(kVecs * 16, kAccBytes);
-  static constexpr __host__ __device__ size_t ring_bytes(int threads) {
-    return (rowpipe::ring_bytes(kStages, threads, kVecs, 0) + 15) / 16 * 16;
-  }
-  static constexpr __host__ __device__ size_t bytes(int threads, bool partials) {
-    return ring_bytes(threads) + (partials ? size_t(kAccBytes) * threads : 0);
-  }
-};
-
 // Vectorized rows a group holds (n <= 8192). T: dtype of x, dy, dx; W: dtype of gamma
 // (float when not kAffine); C: 16-byte vectors per thread and row; kPartials: dgamma/dbeta
-// column sums into the workspace (off when only dx is asked for).
+// column sums into the workspace (off when only dx is asked for). A thread keeps gamma and
+// its column sums in registers across rows and reads x and dy from the ring twice (once a
+// pass): per row the L1/shared-memory pipe carries the copies in and two reads out. (With
+// x and dy held in registers instead, the column sums no longer fit and went to shared
+// memory, read and written every row; gamma came from L1 twice a row: on the H200 that
+// pipe ran at 81% while DRAM ran at 50%.)
 template <typename T, typename W, int C, bool kAffine, bool kPartials>
 __global__ void __launch_bounds__(kMaxTpr, 1) ln_bwd_piped(const LnBwdParams p, const int tpr) {
   constexpr int E = 16 / sizeof(T);
-  using Layout = PipedLayout<C, E>;
-  constexpr int kStages = Layout::kStages;
+  constexpr int kStages = rowpipe::ring_stages(2 * C * 16);
   static_assert(C * E <= kMaxPerThread, "register budget");
   static_assert(!kPartials || kAffine, "column sums need affine");
-  extern __shared__ float4 smem[];  // the ring and the column sums (see PipedLayout)
+  extern __shared__ float4 smem[];  // the ring; at the end the groups' column sums
   __shared__ float2 red[2][rowpipe::kMaxWarps];
   const rowpipe::RowGroup g(tpr);
-  const rowpipe::StageRing<kStages, Layout::kVecs, 0, uint32_t> ring(smem, blockDim.x);
-  float4 *own = reinterpret_cast<float4 *>(reinterpret_cast<char *>(smem) +
-                                           Layout::ring_bytes(blockDim.x)) + g.tid;
+  const rowpipe::StageRing<kStages, 2 * C, 0, 4> ring(smem, blockDim.x);
   const int n = p.n, chunk = tpr * E;
   const float inv_n = 1.f / float(n);
   const T *x = static_cast<const T *>(p.x);
   const T *dy = static_cast<const T *>(p.dy);
-  const W *gamma = static_cast<const W *>(p.gamma);  // read per pass, from L1
   T *dx = static_cast<T *>(p.dx);
-  if constexpr (kPartials) {
+
+  // gamma (held: fp32 rows; 16-bit rows read it per pass from L1, as held it spills) and
+  // this thread's column sums
+  constexpr bool kHoldGamma = sizeof(T) == 4;
+  const W *gamma = static_cast<const W *>(p.gamma);
+  float gm[kHoldGamma ? C : 1][E], dgs[C][E], dbs[C][E];
 #pragma unroll
-    for (int k = 0; k < Layout::kAccVecs; ++k)
-      own[k * blockDim.x] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int c = 0; c < C; ++c) {
+    if constexpr (kHoldGamma) load_gamma<W, E, true, kAffine>(gamma, c * chunk, g.t, tpr, n, gm[c]);
+#pragma unroll
+    for (int i = 0; i < E; ++i) dgs[c][i] = dbs[c][i] = 0.f;
   }
+  auto gamma_of = [&](int c, float(&out)[E]) {
+    if constexpr (kHoldGamma) {
+#pragma unroll
+      for (int i = 0; i < E; ++i) out[i] = gm[c][i];
+    } else {
+      load_gamma<W, E, true, kAffine>(gamma, c * chunk, g.t, tpr, n, out);
+    }
+  };
   int parity = 0;
 
-  auto issue = [&](int s, int64_t row) {
-    const T *xr = x + row * p.x_row;
-    const T *dyr = dy + row * p.dy_row;
+  auto issue = [&](int s, int row) {
+    const T *xr = x + int64_t(row) * p.x_row;
+    const T *dyr = dy + int64_t(row) * p.dy_row;
 #pragma unroll
     for (int c = 0; c < C; ++c) {
       const int c0 = c * chunk + g.t * E;
@@ -291,49 +290,47 @@ __global__ void __launch_bounds__(kMaxTpr, 1) ln_bwd_piped(const LnBwdParams p, 
       rowpipe::cp_async16(ring.vec_slot(s, C + c), b ? dyr + c0 : dyr, b);
     }
     if (g.lane == 0) {  // the row's statistics, once a warp
-      float2 *st = ring.warp_slot(s);
-      rowpipe::cp_async_small<4>(&st->x, p.mean + row, 4);
-      rowpipe::cp_async_small<4>(&st->y, p.rstd + row, 4);
+      rowpipe::cp_async_small<4>(ring.warp_slot(s), p.mean + row, 4);
+      rowpipe::cp_async_small<4>(ring.warp_slot(s) + 4, p.rstd + row, 4);
     }
   };
 
-  auto process = [&](int s, int64_t row) {
-    const float2 st = *ring.warp_slot(s);
-    Raw<T> xs[C], ds[C];
+  auto process = [&](int s, int row) {
+    const uint2 stb = rowpipe::lds8(ring.warp_slot(s));
+    const float2 st = make_float2(__uint_as_float(stb.x), __uint_as_float(stb.y));
     float2 sums = make_float2(0.f, 0.f);
 #pragma unroll
     for (int c = 0; c < C; ++c) {
-      xs[c].u = *ring.vec_slot(s, c);
-      ds[c].u = *ring.vec_slot(s, C + c);
-      float gm[E];
-      load_gamma<W, E, true, kAffine>(gamma, c * chunk, g.t, tpr, n, gm);
-      sums_chunk<T, E>(xs[c], ds[c], gm, st.x, st.y, sums);
+      Raw<T> xc, dc;
+      xc.u = rowpipe::lds16(ring.vec_slot(s, c));
+      dc.u = rowpipe::lds16(ring.vec_slot(s, C + c));
+      float gv[E];
+      gamma_of(c, gv);
+      sums_chunk<T, E>(xc, dc, gv, st.x, st.y, sums);
     }
     sums = rowpipe::group_sum(sums, red, g, parity);
     const float c1 = sums.x * inv_n, c2 = sums.y * inv_n;
-    T *dxr = dx + row * p.dx_row;
+    T *dxr = dx + int64_t(row) * p.dx_row;
 #pragma unroll
     for (int c = 0; c < C; ++c) {
-      float gm[E], o[E], pg[E], dyv[E];
-      load_gamma<W, E, true, kAffine>(gamma, c * chunk, g.t, tpr, n, gm);
-      dx_chunk<T, E>(xs[c], ds[c], gm, st.x, st.y, c1, c2, o, pg, dyv);
+      Raw<T> xc, dc;
+      xc.u = rowpipe::lds16(ring.vec_slot(s, c));
+      dc.u = rowpipe::lds16(ring.vec_slot(s, C + c));
+      float gv[E], o[E], pg[E], dyv[E];
+      gamma_of(c, gv);
+      dx_chunk<T, E>(xc, dc, gv, st.x, st.y, c1, c2, o, pg, dyv);
       store_chunk<T, E, true>(dxr, c * chunk, g.t, tpr, n, o);
-      if constexpr (kPartials) {  // own[(0: dgamma, 1: dbeta) * C * E/4 + c * E/4 + q]
+      if constexpr (kPartials) {
 #pragma unroll
-        for (int q = 0; q < E / 4; ++q) {
-          float4 *a = own + ((c * E / 4) + q) * blockDim.x;
-          float4 *b = own + ((C * E / 4) + (c * E / 4) + q) * blockDim.x;
-          float4 va = *a, vb = *b;
-          va.x += pg[4 * q]; va.y += pg[4 * q + 1]; va.z += pg[4 * q + 2]; va.w += pg[4 * q + 3];
-          vb.x += dyv[4 * q]; vb.y += dyv[4 * q + 1]; vb.z += dyv[4 * q + 2]; vb.w += dyv[4 * q + 3];
-          *a = va;
-          *b = vb;
+        for (int i = 0; i < E; ++i) {
+          dgs[c][i] += pg[i];
+          dbs[c][i] += dyv[i];
         }
       }
     }
   };
 
-  rowpipe::stream_rows<kStages>(g, p.rows, issue, process);
+  rowpipe::stream_rows<kStages>(g, int(p.rows), issue, process);
 
   if constexpr (kPartials) {
     __syncthreads();  // every thread is done with the ring: it takes the groups' sums now
@@ -341,16 +338,8 @@ __global__ void __launch_bounds__(kMaxTpr, 1) ln_bwd_piped(const LnBwdParams p, 
     float *acc = reinterpret_cast<float *>(smem) + int64_t(g.grp) * 2 * np;
 #pragma unroll
     for (int c = 0; c < C; ++c) {
-      float dgs[E], dbs[E];
-#pragma unroll
-      for (int q = 0; q < E / 4; ++q) {
-        const float4 va = own[((c * E / 4) + q) * blockDim.x];
-        const float4 vb = own[((C * E / 4) + (c * E / 4) + q) * blockDim.x];
-        dgs[4 * q] = va.x; dgs[4 * q + 1] = va.y; dgs[4 * q + 2] = va.z; dgs[4 * q + 3] = va.w;
-        dbs[4 * q] = vb.x; dbs[4 * q + 1] = vb.y; dbs[4 * q + 2] = vb.z; dbs[4 * q + 3] = vb.w;
-      }
-      add_columns<E, true>(acc, c * chunk, g.t, tpr, n, true, dgs);
-      add_columns<E, true>(acc + np, c * chunk, g.t, tpr, n, true, dbs);
+      add_columns<E, true>(acc, c * chunk, g.t, tpr, n, true, dgs[c]);
+      add_columns<E, true>(acc + np, c * chunk, g.t, tpr, n, true, dbs[c]);
     }
     __syncthreads();
     block_column_sums(reinterpret_cast<const float *>(smem), n, g.live_groups(p.rows),
@@ -569,15 +558,15 @@ LnBwdPlan layer_norm_bwd_plan(const LnBwdParams &p, bool partials, int sm_count)
                     p.dy_row % E == 0 && p.dx_row % E == 0;
   const int64_t n = p.n;
   const size_t sums_row = 2 * size_t(layer_norm_ws_row(p.n)) * sizeof(float);  // a group's
-  if (plan.vectorized && rowpipe::fits_rows(n)) {  // ln_bwd_piped
-    const rowpipe::RowShape shape = rowpipe::row_shape(n, E);
+  if (plan.vectorized && rowpipe::fits_rows(p.rows, n, kMaxPerThread)) {  // ln_bwd_piped
+    const rowpipe::RowShape shape = rowpipe::row_shape(n, E, kMaxPerThread);
     plan.piped = true;
     plan.tpr = shape.tpr;
     plan.chunks = shape.chunks;
     plan.block = dim3(unsigned(shape.threads));
-    const size_t ring = E == 8   ? PipedLayout<1, 8>::bytes(shape.threads, partials)
-                        : plan.chunks == 1 ? PipedLayout<1, 4>::bytes(shape.threads, partials)
-                                           : PipedLayout<2, 4>::bytes(shape.threads, partials);
+    const int vecs = 2 * plan.chunks;  // x and dy
+    const size_t ring = rowpipe::ring_bytes(rowpipe::ring_stages(vecs * 16), shape.threads,
+                                            vecs, 0);
     // the groups' column sums reuse the ring at the end
     const size_t sums = partials ? size_t(shape.threads / shape.tpr) * sums_row : 0;
     plan.smem_bytes = std::max(ring, sums);

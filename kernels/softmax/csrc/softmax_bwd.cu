@@ -4,18 +4,20 @@
 // dx = y * (g - dot). y, dy (and the 1-byte keep mask) are read once, the dot is one
 // row reduction in fp32, dx is rounded once at the store. Reductions are fixed-order
 // (per-thread sequential, then a warp xor-butterfly, then the warps' partials summed in
-// warp order by every thread): bitwise reproducible, no atomics.
+// warp order by every thread, or by a second butterfly in the piped kernel): bitwise
+// reproducible, no atomics.
 //
 // Tiling. A row is cut into chunks of TPR x V elements (TPR threads per row, V = 16 bytes
 // of T: 4 fp32 or 8 fp16/bf16); a thread holds C chunks' worth (C 16-byte vectors of y
 // and of dy), so the row is read from memory once and the output computed after the
 // reduction.
-//  - vectorized rows of up to 8192 elements (softmax_bwd_piped): row groups of TPR threads
-//    (the smallest power of two >= 32 holding the row at <= 8 elements a thread) in a
-//    persistent grid of blocks of max(TPR, 512) threads; each group walks its rows with
-//    the next rows in flight as cp.async copies into a shared-memory ring
-//    (kernels/common/csrc/row_pipeline.cuh). One block a row, loading into registers,
-//    reached 0.82-0.88 of the copy bandwidth at 4096x8192 on the H200.
+//  - vectorized rows of up to 1024 x 2 vectors (8192 fp32, 16384 fp16/bf16 elements;
+//    softmax_bwd_piped): row groups of TPR threads (the smallest power of two >= 32 that
+//    holds the row at 2 vectors a thread) in a persistent grid of blocks of max(TPR, 512)
+//    threads; each group walks its rows with the next rows in flight as cp.async copies
+//    into a shared-memory ring (kernels/common/csrc/row_pipeline.cuh), and reads each row
+//    from the ring once a pass. One block a row, loading into registers, reached 0.82-0.88
+//    of the copy bandwidth at 4096x8192 on the H200.
 //  - other rows load into registers (softmax_bwd_kernel). Short rows (N <= 32 x 8 x V:
 //    1024 fp32, 2048 fp16/bf16): one warp per row, 4 rows per 128-thread block, C = 1, 2,
 //    4 or 8; the reduction is warp shuffles only. Long rows: one block per row, TPR = 128
@@ -266,6 +268,11 @@ softmax_bwd_kernel(const SoftmaxBwdParams p) {
   }
 }
 
+// Vectors of y (and of dy) a thread of softmax_bwd_piped takes per row: 2 (16 fp16/bf16
+// or 8 fp32 elements). More bytes a thread than 1 vector: fewer threads a row, more rows
+// in flight an SM for the same per-row overhead.
+constexpr int kPipedVecs = 2;
+
 // Bytes of a ring stage a thread: y and dy (16 bytes each) and the keep bytes of each
 // vector (V: 4 fp32, 8 16-bit), per chunk.
 template <typename T, bool kDrop>
@@ -273,8 +280,9 @@ constexpr __host__ __device__ int piped_stage_bytes(int chunks) {
   return chunks * (2 * 16 + (kDrop ? 16 / int(sizeof(T)) : 0));
 }
 
-// Vectorized rows of up to 8192 elements, tpr threads a row: rows stream through a
-// shared-memory ring (row_pipeline.cuh), the next kStages - 1 in flight.
+// Vectorized rows of up to 1024 x kPipedVecs vectors, tpr threads a row: rows stream
+// through a shared-memory ring (row_pipeline.cuh), the next kStages - 1 in flight. Each
+// pass reads y and dy from the ring (nothing held in registers across the reduction).
 template <typename T, int C, bool kDrop>
 __global__ void __launch_bounds__(rowpipe::kMaxThreads, 1)
 softmax_bwd_piped(const SoftmaxBwdParams p, const int tpr) {
@@ -284,7 +292,8 @@ softmax_bwd_piped(const SoftmaxBwdParams p, const int tpr) {
   extern __shared__ float4 smem[];
   __shared__ float red[2][rowpipe::kMaxWarps];
   const rowpipe::RowGroup g(tpr);
-  const rowpipe::StageRing<kStages, 2 * C, kDrop ? C : 0, MaskT> ring(smem, blockDim.x);
+  const rowpipe::StageRing<kStages, 2 * C, kDrop ? C : 0, int(sizeof(MaskT))> ring(smem,
+                                                                                   blockDim.x);
   const int n = p.n, chunk = tpr * V;
   const float scale = p.scale;
   const T *y = static_cast<const T *>(p.y);
@@ -292,9 +301,9 @@ softmax_bwd_piped(const SoftmaxBwdParams p, const int tpr) {
   T *dx = static_cast<T *>(p.dx);
   int parity = 0;
 
-  auto issue = [&](int s, int64_t row) {
-    const T *yr = y + row * p.y_row;
-    const T *dyr = dy + row * p.dy_row;
+  auto issue = [&](int s, int row) {
+    const T *yr = y + int64_t(row) * p.y_row;
+    const T *dyr = dy + int64_t(row) * p.dy_row;
 #pragma unroll
     for (int c = 0; c < C; ++c) {
       const int e0 = c * chunk + g.t * V;
@@ -302,35 +311,47 @@ softmax_bwd_piped(const SoftmaxBwdParams p, const int tpr) {
       rowpipe::cp_async16(ring.vec_slot(s, c), b ? yr + e0 : yr, b);
       rowpipe::cp_async16(ring.vec_slot(s, C + c), b ? dyr + e0 : dyr, b);
       if constexpr (kDrop) {
-        const uint8_t *mr = p.mask + row * p.mask_row;
+        const uint8_t *mr = p.mask + int64_t(row) * p.mask_row;
         const int mb = b / int(sizeof(T));
         rowpipe::cp_async_small<sizeof(MaskT)>(ring.side_slot(s, c), mb ? mr + e0 : mr, mb);
       }
     }
   };
 
-  auto process = [&](int s, int64_t row) {
-    Vec<T> yv[C], dv[C];
+  // chunk c of the row in stage s: y, and dy with dropped elements zeroed
+  auto read = [&](int s, int c, Vec<T> &yv, Vec<T> &dv) {
+    yv.raw = rowpipe::lds16(ring.vec_slot(s, c));
+    dv.raw = rowpipe::lds16(ring.vec_slot(s, C + c));
+    if constexpr (kDrop) {
+      MaskVec<V> mv;
+      if constexpr (sizeof(MaskT) == 8) {
+        mv.raw = rowpipe::lds8(ring.side_slot(s, c));
+      } else {
+        mv.raw = rowpipe::lds4(ring.side_slot(s, c));
+      }
+      apply_mask<T>(dv, mv);
+    }
+  };
+
+  auto process = [&](int s, int row) {
     float dot = 0.f;
 #pragma unroll
     for (int c = 0; c < C; ++c) {
-      yv[c].raw = *ring.vec_slot(s, c);
-      dv[c].raw = *ring.vec_slot(s, C + c);
-      if constexpr (kDrop) {
-        MaskVec<V> mv;
-        mv.raw = *ring.side_slot(s, c);
-        apply_mask<T>(dv[c], mv);
-      }
-      dot = dot_vec<T, kDrop>(yv[c], dv[c], scale, dot);
+      Vec<T> yv, dv;
+      read(s, c, yv, dv);
+      dot = dot_vec<T, kDrop>(yv, dv, scale, dot);
     }
     dot = rowpipe::group_sum(dot, red, g, parity);
-    T *dxr = dx + row * p.dx_row;
+    T *dxr = dx + int64_t(row) * p.dx_row;
 #pragma unroll
-    for (int c = 0; c < C; ++c)
-      store_chunk<T, true, kDrop>(dxr, int64_t(c) * chunk, g.t, tpr, n, yv[c], dv[c], scale, dot);
+    for (int c = 0; c < C; ++c) {
+      Vec<T> yv, dv;
+      read(s, c, yv, dv);
+      store_chunk<T, true, kDrop>(dxr, int64_t(c) * chunk, g.t, tpr, n, yv, dv, scale, dot);
+    }
   };
 
-  rowpipe::stream_rows<kStages>(g, p.rows, issue, process);
+  rowpipe::stream_rows<kStages>(g, int(p.rows), issue, process);
 }
 
 template <typename T, int C, bool kDrop>
@@ -351,11 +372,8 @@ cudaError_t launch_piped_typed(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &
   switch (plan.chunks) {
     case 1: return p.dropout ? launch_piped<T, 1, true>(p, plan, s)
                              : launch_piped<T, 1, false>(p, plan, s);
-    case 2:
-      if constexpr (sizeof(T) == 4)  // 16-bit rows of <= 8192 take one vector a thread
-        return p.dropout ? launch_piped<T, 2, true>(p, plan, s)
-                         : launch_piped<T, 2, false>(p, plan, s);
-      return cudaErrorInvalidValue;
+    case 2: return p.dropout ? launch_piped<T, 2, true>(p, plan, s)
+                             : launch_piped<T, 2, false>(p, plan, s);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -422,8 +440,8 @@ SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p, int sm_count) {
                       (!p.dropout || p.mask_row % V == 0));
   plan.vectorized = rows_aligned && aligned(p.y, 16) && aligned(p.dy, 16) && aligned(p.dx, 16) &&
                     (!p.dropout || aligned(p.mask, V));
-  if (plan.vectorized && rowpipe::fits_rows(p.n)) {
-    const rowpipe::RowShape shape = rowpipe::row_shape(p.n, V);
+  if (plan.vectorized && rowpipe::fits_rows(p.rows, p.n, kPipedVecs * V)) {
+    const rowpipe::RowShape shape = rowpipe::row_shape(p.n, V, kPipedVecs * V);
     plan.piped = true;
     plan.tpr = shape.tpr;
     plan.chunks = shape.chunks;
