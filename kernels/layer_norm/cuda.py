@@ -1,10 +1,12 @@
 """This project's CUDA LayerNorm backward (csrc/layer_norm_bwd.cu), deterministic; built on
 first use by kernels/cuda_build.py.
 
-dx in the x-hat form from the saved fp32 mean and rstd, x and dy read once per row, both
-row sums in one reduction, fp32 math with one rounding at the store; one warp per row up to
-1024 columns, one block per row beyond; dgamma/dbeta by per-block partial column sums in a
-workspace, added in a fixed order by a second kernel (no atomics).
+dx in the x-hat form from the saved fp32 mean and rstd, x and dy read from memory once per
+row, both row sums in one reduction, fp32 math with one rounding at the store. Row groups
+of 32-1024 threads; aligned rows of up to 8192 columns stream through a shared-memory
+cp.async ring with the next rows in flight (kernels/common/csrc/row_pipeline.cuh).
+dgamma/dbeta by per-block partial column sums in a workspace, added in a fixed order by a
+second kernel (no atomics).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-// Rows streamed through shared memory with cp.async: the piece the row-wise backward
-// kernels (LayerNorm, softmax) share.
+// Rows streamed through shared memory with cp.async, for row-wise backward kernels (the
+// LayerNorm backward's vectorized rows).
 //
 // Why. A memory-bound row kernel that loads into registers has at most one row per thread
 // in flight, and stalls on it at every row's reduction; on the H200 that held the LayerNorm
@@ -17,6 +17,8 @@
 
 #include <cstddef>
 #include <cstdint>
+
+#include "reduce.cuh"
 
 namespace rowpipe {
 
@@ -62,6 +64,11 @@ __device__ __forceinline__ uint4 lds16(unsigned a) {
                : "r"(a)
                : "memory");
   return v;
+}
+__device__ __forceinline__ void sts16(unsigned a, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
 }
 __device__ __forceinline__ uint2 lds8(unsigned a) {
   uint2 v;
@@ -114,8 +121,8 @@ struct RowGroup {
 // side slots per thread, and one float2 per warp (host and device agree on it).
 constexpr __host__ __device__ size_t ring_bytes(int stages, int threads, int vec_slots,
                                                 int side_bytes) {
-  return size_t(stages) * threads * (vec_slots * 16 + side_bytes) +
-         size_t(stages) * (threads / 32) * 8;
+  return (size_t(stages) * threads * (vec_slots * 16 + side_bytes) +
+          size_t(stages) * (threads / 32) * 8 + 15) / 16 * 16;  // what follows: 16-byte aligned
 }
 
 // Shared-memory ring: per stage, kVecs 16-byte slots and kSide slots of kSideBytes (4 or
@@ -173,45 +180,25 @@ __device__ __forceinline__ void stream_rows(const RowGroup &g, int rows, Issue &
   cp_async_wait<0>();
 }
 
-__device__ __forceinline__ float shfl_xor(float v, int off) {
-  return __shfl_xor_sync(0xffffffffu, v, off);
-}
-__device__ __forceinline__ float2 shfl_xor(float2 v, int off) {
-  return make_float2(__shfl_xor_sync(0xffffffffu, v.x, off),
-                     __shfl_xor_sync(0xffffffffu, v.y, off));
-}
-__device__ __forceinline__ float zero_like(float) { return 0.f; }
-__device__ __forceinline__ float2 zero_like(float2) { return make_float2(0.f, 0.f); }
-__device__ __forceinline__ float plus(float a, float b) { return a + b; }
-__device__ __forceinline__ float2 plus(float2 a, float2 b) {
-  return make_float2(a.x + b.x, a.y + b.y);
-}
-
 // Barrier of one row group (ids 1..15; 0 is __syncthreads'): its tpr threads only.
 __device__ __forceinline__ void group_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Sum of v over the row group in a fixed order, the same bits in every thread: an xor
-// butterfly in each warp, then, after one barrier, lane w of every warp reads warp w's
-// partial (0 past the group's warps) and the same butterfly sums them. (A loop over the
-// partials costs every thread a load and an add per warp: with 16-32 warps a group that
-// made the LayerNorm and softmax kernels issue-bound on the H200.) red[parity] is
-// rewritten two rows later, after every reader of this row has passed the next row's
-// barrier: one barrier per row. parity flips per call.
+// Sum of v over the row group, the same bits in every thread (reduce.cuh): the warp
+// sums meet in red[parity] behind one named barrier of the group. red[parity] is rewritten
+// two rows later, after every reader of this row has passed the next row's barrier: one
+// barrier per row. parity flips per call.
 template <typename V>
 __device__ __forceinline__ V group_sum(V v, V (*red)[kMaxWarps], const RowGroup &g,
                                        int &parity) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v = plus(v, shfl_xor(v, off));
+  v = rowsum::warp_sum(v);
   const int gwarps = g.tpr / 32;
   if (gwarps == 1) return v;  // uniform over the block
   if (g.lane == 0) red[parity][g.warp] = v;
   group_sync(1 + g.grp, g.tpr);
-  V s = g.lane < gwarps ? red[parity][g.grp * gwarps + g.lane] : zero_like(v);
+  const V s = rowsum::partials_sum(red[parity] + g.grp * gwarps, gwarps, g.lane);
   parity ^= 1;
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) s = plus(s, shfl_xor(s, off));
   return s;
 }
 

@@ -234,21 +234,31 @@ __device__ __forceinline__ void sums_chunk(const Raw<T> &xc, const Raw<T> &dc,
   }
 }
 
+// Bytes of gamma a thread of ln_bwd_piped keeps in shared memory: 16-bit rows with gamma
+// (8 columns a vector: 32 bytes of fp32 a thread). Read from global memory per pass instead,
+// as two 16-byte loads at a 32-byte thread stride, gamma took 36% of the kernel's L2
+// sectors and loaded L1 to 70% on the H200; held in registers next to the column sums it
+// spills. fp32 rows hold their 16 or 32 bytes in registers.
+constexpr __host__ __device__ int piped_gamma_bytes(int elem_bytes, int chunks, bool affine) {
+  return elem_bytes == 2 && affine ? chunks * 8 * 4 : 0;
+}
+
 // Vectorized rows a group holds (n <= 8192). T: dtype of x, dy, dx; W: dtype of gamma
 // (float when not kAffine); C: 16-byte vectors per thread and row; kPartials: dgamma/dbeta
-// column sums into the workspace (off when only dx is asked for). A thread keeps gamma and
-// its column sums in registers across rows and reads x and dy from the ring twice (once a
-// pass): per row the L1/shared-memory pipe carries the copies in and two reads out. (With
-// x and dy held in registers instead, the column sums no longer fit and went to shared
-// memory, read and written every row; gamma came from L1 twice a row: on the H200 that
-// pipe ran at 81% while DRAM ran at 50%.)
+// column sums into the workspace (off when only dx is asked for). A thread keeps its
+// column sums in registers across rows and reads x and dy from the ring twice (once a
+// pass). (With x and dy held in registers instead, the column sums no longer fit and went
+// to shared memory, read and written every row: on the H200 the L1/shared-memory pipe ran
+// at 81% while DRAM ran at 50%.) Shared memory: the ring, then gamma (piped_gamma_bytes a
+// thread, [C * 2][threads] float4, each thread its own slots).
 template <typename T, typename W, int C, bool kAffine, bool kPartials>
 __global__ void __launch_bounds__(kMaxTpr, 1) ln_bwd_piped(const LnBwdParams p, const int tpr) {
   constexpr int E = 16 / sizeof(T);
-  constexpr int kStages = rowpipe::ring_stages(2 * C * 16);
+  constexpr int kGammaBytes = piped_gamma_bytes(sizeof(T), C, kAffine);
+  constexpr int kStages = rowpipe::ring_stages(2 * C * 16, kGammaBytes);
   static_assert(C * E <= kMaxPerThread, "register budget");
   static_assert(!kPartials || kAffine, "column sums need affine");
-  extern __shared__ float4 smem[];  // the ring; at the end the groups' column sums
+  extern __shared__ float4 smem[];  // the ring and gamma; at the end the groups' column sums
   __shared__ float2 red[2][rowpipe::kMaxWarps];
   const rowpipe::RowGroup g(tpr);
   const rowpipe::StageRing<kStages, 2 * C, 0, 4> ring(smem, blockDim.x);
@@ -258,23 +268,41 @@ __global__ void __launch_bounds__(kMaxTpr, 1) ln_bwd_piped(const LnBwdParams p, 
   const T *dy = static_cast<const T *>(p.dy);
   T *dx = static_cast<T *>(p.dx);
 
-  // gamma (held: fp32 rows; 16-bit rows read it per pass from L1, as held it spills) and
-  // this thread's column sums
-  constexpr bool kHoldGamma = sizeof(T) == 4;
-  const W *gamma = static_cast<const W *>(p.gamma);
-  float gm[kHoldGamma ? C : 1][E], dgs[C][E], dbs[C][E];
+  // gamma: in registers (fp32 rows) or in this thread's shared-memory slots (16-bit rows)
+  constexpr bool kHoldGamma = kGammaBytes == 0;
+  const unsigned gslot = rowpipe::smem_addr(smem) +
+                         unsigned(rowpipe::ring_bytes(kStages, blockDim.x, 2 * C, 0)) + g.tid * 16;
+  float gm[kHoldGamma ? C : 1][E], dgs[C][E], dbs[C][E];  // gamma; this thread's column sums
 #pragma unroll
   for (int c = 0; c < C; ++c) {
-    if constexpr (kHoldGamma) load_gamma<W, E, true, kAffine>(gamma, c * chunk, g.t, tpr, n, gm[c]);
+    float gv[E];
+    load_gamma<W, E, true, kAffine>(static_cast<const W *>(p.gamma), c * chunk, g.t, tpr, n, gv);
 #pragma unroll
-    for (int i = 0; i < E; ++i) dgs[c][i] = dbs[c][i] = 0.f;
+    for (int i = 0; i < E; ++i) {
+      if constexpr (kHoldGamma) gm[c][i] = gv[i];
+      dgs[c][i] = dbs[c][i] = 0.f;
+    }
+    if constexpr (!kHoldGamma) {
+#pragma unroll
+      for (int q = 0; q < E / 4; ++q)
+        rowpipe::sts16(gslot + (c * E / 4 + q) * blockDim.x * 16,
+                       make_uint4(__float_as_uint(gv[4 * q]), __float_as_uint(gv[4 * q + 1]),
+                                  __float_as_uint(gv[4 * q + 2]), __float_as_uint(gv[4 * q + 3])));
+    }
   }
   auto gamma_of = [&](int c, float(&out)[E]) {
-    if constexpr (kHoldGamma) {
 #pragma unroll
-      for (int i = 0; i < E; ++i) out[i] = gm[c][i];
-    } else {
-      load_gamma<W, E, true, kAffine>(gamma, c * chunk, g.t, tpr, n, out);
+    for (int q = 0; q < E / 4; ++q) {
+      if constexpr (kHoldGamma) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) out[4 * q + j] = gm[c][4 * q + j];
+      } else {
+        const uint4 v = rowpipe::lds16(gslot + (c * E / 4 + q) * blockDim.x * 16);
+        out[4 * q] = __uint_as_float(v.x);
+        out[4 * q + 1] = __uint_as_float(v.y);
+        out[4 * q + 2] = __uint_as_float(v.z);
+        out[4 * q + 3] = __uint_as_float(v.w);
+      }
     }
   };
   int parity = 0;
@@ -565,8 +593,10 @@ LnBwdPlan layer_norm_bwd_plan(const LnBwdParams &p, bool partials, int sm_count)
     plan.chunks = shape.chunks;
     plan.block = dim3(unsigned(shape.threads));
     const int vecs = 2 * plan.chunks;  // x and dy
-    const size_t ring = rowpipe::ring_bytes(rowpipe::ring_stages(vecs * 16), shape.threads,
-                                            vecs, 0);
+    const int gamma_bytes = piped_gamma_bytes(es, plan.chunks, p.affine);
+    const size_t ring =
+        rowpipe::ring_bytes(rowpipe::ring_stages(vecs * 16, gamma_bytes), shape.threads, vecs, 0) +
+        size_t(gamma_bytes) * shape.threads;
     // the groups' column sums reuse the ring at the end
     const size_t sums = partials ? size_t(shape.threads / shape.tpr) * sums_row : 0;
     plan.smem_bytes = std::max(ring, sums);

@@ -3,31 +3,27 @@
 // Per row of length N: g = dy * keep * scale (or dy), dot = sum_j g_j y_j,
 // dx = y * (g - dot). y, dy (and the 1-byte keep mask) are read once, the dot is one
 // row reduction in fp32, dx is rounded once at the store. Reductions are fixed-order
-// (per-thread sequential, then a warp xor-butterfly, then the warps' partials summed in
-// warp order by every thread, or by a second butterfly in the piped kernel): bitwise
-// reproducible, no atomics.
+// (per-thread sequential, then a warp xor-butterfly, then the warps' partials by a second
+// butterfly or in warp order): bitwise reproducible, no atomics.
 //
 // Tiling. A row is cut into chunks of TPR x V elements (TPR threads per row, V = 16 bytes
 // of T: 4 fp32 or 8 fp16/bf16); a thread holds C chunks' worth (C 16-byte vectors of y
-// and of dy), so the row is read from memory once and the output computed after the
-// reduction.
-//  - vectorized rows of up to 1024 x 2 vectors (8192 fp32, 16384 fp16/bf16 elements;
-//    softmax_bwd_piped): row groups of TPR threads (the smallest power of two >= 32 that
-//    holds the row at 2 vectors a thread) in a persistent grid of blocks of max(TPR, 512)
-//    threads; each group walks its rows with the next rows in flight as cp.async copies
-//    into a shared-memory ring (kernels/common/csrc/row_pipeline.cuh), and reads each row
-//    from the ring once a pass. One block a row, loading into registers, reached 0.82-0.88
-//    of the copy bandwidth at 4096x8192 on the H200.
-//  - other rows load into registers (softmax_bwd_kernel). Short rows (N <= 32 x 8 x V:
-//    1024 fp32, 2048 fp16/bf16): one warp per row, 4 rows per 128-thread block, C = 1, 2,
-//    4 or 8; the reduction is warp shuffles only. Long rows: one block per row, TPR = 128
-//    ... 1024 with C = 2 up to 1024 x 2 vectors, else TPR = 512 and C = 4 or 8, held in
-//    registers up to 512 x 8 vectors = 16384 fp32 or 32768 fp16/bf16 elements per row.
-//    The warps' partial sums meet in shared memory (one __syncthreads).
+// and of dy) in registers, so the row is read from memory once and the output computed
+// from registers after the reduction.
+//  - short rows (N <= 32 x 8 x V: 1024 fp32, 2048 fp16/bf16): one warp per row, 4 rows
+//    per 128-thread block, C = 1, 2, 4 or 8; the reduction is warp shuffles only.
+//  - long rows: one block per row. Up to 1024 x 2 vectors (8192 fp32 / 16384 16-bit) with
+//    C = 2 and TPR = 128 ... 1024: few registers per thread (<= 64), so several rows are in
+//    flight per SM at different phases (load, reduce, store). With C = 8 and 128 threads
+//    per row, 4096x8192 bf16 reached 0.86 of the copy bandwidth; measured on the H200.
+//    Longer: TPR = 512, C = 4 or 8, held in registers up to 512 x 8 vectors = 16384 fp32
+//    or 32768 fp16/bf16 elements per row (128 KiB of y and dy per block, half the register
+//    file). The warps' partial sums meet in shared memory (one __syncthreads).
 //  - longer rows (32768 fp32, 65536 16-bit and beyond): the first 512 x 8 vectors stay in
 //    registers, the rest of the row is streamed twice (pass 1 the dot, pass 2 the output),
 //    so only the part that does not fit is read a second time (mostly from L2 for a few
-//    rows in flight). Only correctness cases use such rows.
+//    rows in flight). Shared memory could hold another ~200 KiB, but only correctness
+//    cases use such rows; the perf shapes (N <= 8192) are register-resident.
 // Memory access. Vector path (y, dy, dx 16-byte aligned rows, the mask V-byte aligned):
 // thread t of the row reads the 16-byte vector (c x TPR + t) of chunk c; a partial last
 // vector (N not a multiple of V) is read and written element by element. Scalar path
@@ -44,12 +40,11 @@
 #include <algorithm>
 
 #include "../../common/csrc/convert.cuh"
-#include "../../common/csrc/row_pipeline.cuh"
+#include "../../common/csrc/reduce.cuh"
 #include "softmax_bwd.h"
 
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarpRows = 4;      // rows (warps) per block of the warp-per-row kernel
 constexpr int kMaxChunks = 8;     // C: 16-byte vectors of y and of dy per thread
 constexpr int kMaxThreads = 512;  // threads of the block-per-row kernel with C >= 4
@@ -174,19 +169,20 @@ __device__ __forceinline__ void store_chunk(T *__restrict__ dx, int64_t base, in
   }
 }
 
-// Fixed-order row sum. The xor butterfly leaves the same bits in every lane (each step
-// adds the same two values, in either order). Block: warp w's sum goes to part[w] and
-// every thread adds part[0], part[1], ... in that order.
-template <bool kWarp>
+// Fixed-order row sum, the same bits in every thread (reduce.cuh): an xor butterfly per
+// warp; block rows: warp w's sum goes to part[w] and, after one barrier, every warp sums
+// the partials by a second butterfly, or (kLoop) every thread adds them in warp order: the
+// C = 4 and 8 kernels hold 64 registers of row data and the butterfly's few more spill
+// there, while the loop's cost is small next to 4-8 vectors a thread.
+template <bool kWarp, bool kLoop>
 __device__ __forceinline__ float row_sum(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFullMask, v, off);
+  v = rowsum::warp_sum(v);
   if (kWarp) return v;
   __shared__ float part[kMaxThreadsC2 / 32];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) part[warp] = v;
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
   __syncthreads();
   const int nw = blockDim.x / 32;
+  if (!kLoop) return rowsum::partials_sum(part, nw, int(threadIdx.x % 32));
   float s = 0.f;
   for (int w = 0; w < nw; ++w) s += part[w];
   return s;
@@ -246,7 +242,7 @@ softmax_bwd_kernel(const SoftmaxBwdParams p) {
     }
   }
 
-  dot = row_sum<kWarp>(dot);
+  dot = row_sum<kWarp, (C >= 4)>(dot);
 
 #pragma unroll
   for (int c = 0; c < C; ++c)
@@ -265,116 +261,6 @@ softmax_bwd_kernel(const SoftmaxBwdParams p) {
         store_chunk<T, kVec, kDrop>(dx, (c + u) * chunk, tid, tpr, n, ys[u], ds[u], scale, dot);
       }
     }
-  }
-}
-
-// Vectors of y (and of dy) a thread of softmax_bwd_piped takes per row: 2 (16 fp16/bf16
-// or 8 fp32 elements). More bytes a thread than 1 vector: fewer threads a row, more rows
-// in flight an SM for the same per-row overhead.
-constexpr int kPipedVecs = 2;
-
-// Bytes of a ring stage a thread: y and dy (16 bytes each) and the keep bytes of each
-// vector (V: 4 fp32, 8 16-bit), per chunk.
-template <typename T, bool kDrop>
-constexpr __host__ __device__ int piped_stage_bytes(int chunks) {
-  return chunks * (2 * 16 + (kDrop ? 16 / int(sizeof(T)) : 0));
-}
-
-// Vectorized rows of up to 1024 x kPipedVecs vectors, tpr threads a row: rows stream
-// through a shared-memory ring (row_pipeline.cuh), the next kStages - 1 in flight. Each
-// pass reads y and dy from the ring (nothing held in registers across the reduction).
-template <typename T, int C, bool kDrop>
-__global__ void __launch_bounds__(rowpipe::kMaxThreads, 1)
-softmax_bwd_piped(const SoftmaxBwdParams p, const int tpr) {
-  constexpr int V = Vec<T>::V;
-  using MaskT = typename MaskBits<V>::type;
-  constexpr int kStages = rowpipe::ring_stages(piped_stage_bytes<T, kDrop>(C));
-  extern __shared__ float4 smem[];
-  __shared__ float red[2][rowpipe::kMaxWarps];
-  const rowpipe::RowGroup g(tpr);
-  const rowpipe::StageRing<kStages, 2 * C, kDrop ? C : 0, int(sizeof(MaskT))> ring(smem,
-                                                                                   blockDim.x);
-  const int n = p.n, chunk = tpr * V;
-  const float scale = p.scale;
-  const T *y = static_cast<const T *>(p.y);
-  const T *dy = static_cast<const T *>(p.dy);
-  T *dx = static_cast<T *>(p.dx);
-  int parity = 0;
-
-  auto issue = [&](int s, int row) {
-    const T *yr = y + int64_t(row) * p.y_row;
-    const T *dyr = dy + int64_t(row) * p.dy_row;
-#pragma unroll
-    for (int c = 0; c < C; ++c) {
-      const int e0 = c * chunk + g.t * V;
-      const int b = rowpipe::bytes_before(e0, n, V, sizeof(T));
-      rowpipe::cp_async16(ring.vec_slot(s, c), b ? yr + e0 : yr, b);
-      rowpipe::cp_async16(ring.vec_slot(s, C + c), b ? dyr + e0 : dyr, b);
-      if constexpr (kDrop) {
-        const uint8_t *mr = p.mask + int64_t(row) * p.mask_row;
-        const int mb = b / int(sizeof(T));
-        rowpipe::cp_async_small<sizeof(MaskT)>(ring.side_slot(s, c), mb ? mr + e0 : mr, mb);
-      }
-    }
-  };
-
-  // chunk c of the row in stage s: y, and dy with dropped elements zeroed
-  auto read = [&](int s, int c, Vec<T> &yv, Vec<T> &dv) {
-    yv.raw = rowpipe::lds16(ring.vec_slot(s, c));
-    dv.raw = rowpipe::lds16(ring.vec_slot(s, C + c));
-    if constexpr (kDrop) {
-      MaskVec<V> mv;
-      if constexpr (sizeof(MaskT) == 8) {
-        mv.raw = rowpipe::lds8(ring.side_slot(s, c));
-      } else {
-        mv.raw = rowpipe::lds4(ring.side_slot(s, c));
-      }
-      apply_mask<T>(dv, mv);
-    }
-  };
-
-  auto process = [&](int s, int row) {
-    float dot = 0.f;
-#pragma unroll
-    for (int c = 0; c < C; ++c) {
-      Vec<T> yv, dv;
-      read(s, c, yv, dv);
-      dot = dot_vec<T, kDrop>(yv, dv, scale, dot);
-    }
-    dot = rowpipe::group_sum(dot, red, g, parity);
-    T *dxr = dx + int64_t(row) * p.dx_row;
-#pragma unroll
-    for (int c = 0; c < C; ++c) {
-      Vec<T> yv, dv;
-      read(s, c, yv, dv);
-      store_chunk<T, true, kDrop>(dxr, int64_t(c) * chunk, g.t, tpr, n, yv, dv, scale, dot);
-    }
-  };
-
-  rowpipe::stream_rows<kStages>(g, int(p.rows), issue, process);
-}
-
-template <typename T, int C, bool kDrop>
-cudaError_t launch_piped(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, cudaStream_t s) {
-  auto kernel = softmax_bwd_piped<T, C, kDrop>;
-  if (plan.smem_bytes > 48 * 1024) {  // opt in above the default dynamic limit
-    const cudaError_t err = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem_bytes));
-    if (err != cudaSuccess) return err;
-  }
-  kernel<<<plan.grid, plan.block, plan.smem_bytes, s>>>(p, plan.tpr);
-  return cudaGetLastError();
-}
-
-template <typename T>
-cudaError_t launch_piped_typed(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan,
-                               cudaStream_t s) {
-  switch (plan.chunks) {
-    case 1: return p.dropout ? launch_piped<T, 1, true>(p, plan, s)
-                             : launch_piped<T, 1, false>(p, plan, s);
-    case 2: return p.dropout ? launch_piped<T, 2, true>(p, plan, s)
-                             : launch_piped<T, 2, false>(p, plan, s);
-    default: return cudaErrorInvalidValue;
   }
 }
 
@@ -398,7 +284,6 @@ cudaError_t launch_variant(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan
 
 template <typename T>
 cudaError_t launch_typed(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, cudaStream_t s) {
-  if (plan.piped) return launch_piped_typed<T>(p, plan, s);
   cudaError_t err;
   if (plan.warp_per_row) {
     switch (plan.chunks) {
@@ -426,9 +311,15 @@ bool aligned(const void *ptr, int bytes) {
   return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
 }
 
+int pow2_ceil(int64_t v) {
+  int c = 1;
+  while (c < v) c *= 2;
+  return c;
+}
+
 }  // namespace
 
-SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p, int sm_count) {
+SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p) {
   SoftmaxBwdPlan plan{};
   const int es = p.dtype == DType::kFloat32 ? 4 : 2;
   const int V = 16 / es;
@@ -440,36 +331,22 @@ SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p, int sm_count) {
                       (!p.dropout || p.mask_row % V == 0));
   plan.vectorized = rows_aligned && aligned(p.y, 16) && aligned(p.dy, 16) && aligned(p.dx, 16) &&
                     (!p.dropout || aligned(p.mask, V));
-  if (plan.vectorized && rowpipe::fits_rows(p.rows, p.n, kPipedVecs * V)) {
-    const rowpipe::RowShape shape = rowpipe::row_shape(p.n, V, kPipedVecs * V);
-    plan.piped = true;
-    plan.tpr = shape.tpr;
-    plan.chunks = shape.chunks;
-    plan.block = dim3(unsigned(shape.threads));
-    const int bytes = es == 4 ? (p.dropout ? piped_stage_bytes<float, true>(plan.chunks)
-                                           : piped_stage_bytes<float, false>(plan.chunks))
-                              : (p.dropout ? piped_stage_bytes<__half, true>(plan.chunks)
-                                           : piped_stage_bytes<__half, false>(plan.chunks));
-    plan.smem_bytes = rowpipe::ring_bytes(rowpipe::ring_stages(bytes), shape.threads, 0, bytes);
-    plan.grid = dim3(unsigned(rowpipe::resident_grid(p.rows, shape, plan.smem_bytes, sm_count)));
-    return plan;
-  }
   if (nv <= 32 * kMaxChunks) {
     plan.warp_per_row = true;
-    plan.chunks = rowpipe::pow2_at_least((nv + 31) / 32);
+    plan.chunks = pow2_ceil((nv + 31) / 32);
     plan.grid = dim3(unsigned((p.rows + kWarpRows - 1) / kWarpRows));
     plan.block = dim3(32 * kWarpRows);
   } else {
     int tpr;
     if (plan.vectorized && nv <= 2 * kMaxThreadsC2) {  // C = 2, as many threads as needed
-      tpr = std::max(128, rowpipe::pow2_at_least((nv + 1) / 2));
+      tpr = std::max(128, pow2_ceil((nv + 1) / 2));
       plan.chunks = 2;
     } else {
       const int max_tpr = plan.vectorized ? kMaxThreads : kMaxThreadsScalar;
       tpr = nv <= 128 * kMaxChunks ? 128 : nv <= 256 * kMaxChunks ? 256 : max_tpr;
       const int64_t need = (nv + tpr - 1) / tpr;
       plan.streamed = need > kMaxChunks;
-      plan.chunks = plan.streamed ? kMaxChunks : std::max(4, rowpipe::pow2_at_least(need));
+      plan.chunks = plan.streamed ? kMaxChunks : std::max(4, pow2_ceil(need));
     }
     plan.grid = dim3(unsigned(p.rows));
     plan.block = dim3(tpr);

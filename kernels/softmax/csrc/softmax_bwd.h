@@ -24,16 +24,13 @@ struct SoftmaxBwdParams {
 
 // Which kernel and tiling a problem gets.
 struct SoftmaxBwdPlan {
-  bool piped;         // vectorized rows of <= 8192: row groups streaming through a ring
-  int tpr;            // threads of a row group (piped)
-  size_t smem_bytes;  // dynamic shared memory (piped: the ring)
   bool warp_per_row;  // one warp per row, 4 rows per block; else one block per row
   bool vectorized;    // 16-byte accesses of y, dy, dx (and V-byte of the mask) are legal
   bool streamed;      // the row exceeds the registers: the rest is read twice
-  int chunks;         // C: 16-byte vectors of y (and of dy) a thread holds (1, 2, 4, 8)
+  int chunks;         // C: 16-byte vectors per thread held in registers (1, 2, 4, 8)
   dim3 grid, block;
 };
 
-SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p, int sm_count);
+SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p);
 cudaError_t softmax_bwd_launch(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan,
                                cudaStream_t stream);

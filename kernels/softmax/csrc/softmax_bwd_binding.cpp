@@ -63,7 +63,7 @@ void softmax_bwd(const at::Tensor &y, const at::Tensor &dy,
   if (R == 0 || N == 0) return;
 
   c10::cuda::CUDAGuard guard(y.device());
-  const SoftmaxBwdPlan plan = softmax_bwd_plan(p, sm_count_of(y, "softmax_bwd"));
+  const SoftmaxBwdPlan plan = softmax_bwd_plan(p);
   const cudaError_t err =
       softmax_bwd_launch(p, plan, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == cudaSuccess, "softmax_bwd launch failed: ", cudaGetErrorString(err));

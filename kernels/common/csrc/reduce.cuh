@@ -1,0 +1,38 @@
+// Fixed-order sums across threads, the same bits in every participating thread: the
+// deterministic reductions of the row kernels (LayerNorm, softmax).
+#pragma once
+
+namespace rowsum {
+
+__device__ __forceinline__ float shfl_xor(float v, int off) {
+  return __shfl_xor_sync(0xffffffffu, v, off);
+}
+__device__ __forceinline__ float2 shfl_xor(float2 v, int off) {
+  return make_float2(__shfl_xor_sync(0xffffffffu, v.x, off),
+                     __shfl_xor_sync(0xffffffffu, v.y, off));
+}
+__device__ __forceinline__ float zero_like(float) { return 0.f; }
+__device__ __forceinline__ float2 zero_like(float2) { return make_float2(0.f, 0.f); }
+__device__ __forceinline__ float plus(float a, float b) { return a + b; }
+__device__ __forceinline__ float2 plus(float2 a, float2 b) {
+  return make_float2(a.x + b.x, a.y + b.y);
+}
+
+// Sum over the 32 lanes: an xor butterfly (each step adds the same two values in every
+// lane, in either order: the same bits everywhere).
+template <typename V> __device__ __forceinline__ V warp_sum(V v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = plus(v, shfl_xor(v, off));
+  return v;
+}
+
+// Sum of part[0 .. count) (count <= 32, in shared memory, behind a barrier), for every lane
+// of the calling warp: lane w takes part[w] (0 past count) and the warp sums by butterfly.
+// A loop over the partials costs every thread a load and an add per warp: with 16-32 warps
+// a row that made the row kernels issue-bound on the H200.
+template <typename V>
+__device__ __forceinline__ V partials_sum(const V *part, int count, int lane) {
+  return warp_sum(lane < count ? part[lane] : zero_like(part[0]));
+}
+
+}  // namespace rowsum
