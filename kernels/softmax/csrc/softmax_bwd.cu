@@ -3,8 +3,8 @@
 // Per row of length N: g = dy * keep * scale (or dy), dot = sum_j g_j y_j,
 // dx = y * (g - dot). y, dy (and the 1-byte keep mask) are read once, the dot is one
 // row reduction in fp32, dx is rounded once at the store. Reductions are fixed-order
-// (per-thread sequential, then a warp xor-butterfly, then the warps' partials by a second
-// butterfly or in warp order): bitwise reproducible, no atomics.
+// (per-thread sequential, then a warp xor-butterfly, then the warps' partials summed in
+// warp order by every thread): bitwise reproducible, no atomics.
 //
 // Tiling. A row is cut into chunks of TPR x V elements (TPR threads per row, V = 16 bytes
 // of T: 4 fp32 or 8 fp16/bf16); a thread holds C chunks' worth (C 16-byte vectors of y
@@ -40,11 +40,11 @@
 #include <algorithm>
 
 #include "../../common/csrc/convert.cuh"
-#include "../../common/csrc/reduce.cuh"
 #include "softmax_bwd.h"
 
 namespace {
 
+constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarpRows = 4;      // rows (warps) per block of the warp-per-row kernel
 constexpr int kMaxChunks = 8;     // C: 16-byte vectors of y and of dy per thread
 constexpr int kMaxThreads = 512;  // threads of the block-per-row kernel with C >= 4
@@ -169,20 +169,19 @@ __device__ __forceinline__ void store_chunk(T *__restrict__ dx, int64_t base, in
   }
 }
 
-// Fixed-order row sum, the same bits in every thread (reduce.cuh): an xor butterfly per
-// warp; block rows: warp w's sum goes to part[w] and, after one barrier, every warp sums
-// the partials by a second butterfly, or (kLoop) every thread adds them in warp order: the
-// C = 4 and 8 kernels hold 64 registers of row data and the butterfly's few more spill
-// there, while the loop's cost is small next to 4-8 vectors a thread.
-template <bool kWarp, bool kLoop>
+// Fixed-order row sum. The xor butterfly leaves the same bits in every lane (each step
+// adds the same two values, in either order). Block: warp w's sum goes to part[w] and
+// every thread adds part[0], part[1], ... in that order.
+template <bool kWarp>
 __device__ __forceinline__ float row_sum(float v) {
-  v = rowsum::warp_sum(v);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFullMask, v, off);
   if (kWarp) return v;
   __shared__ float part[kMaxThreadsC2 / 32];
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) part[warp] = v;
   __syncthreads();
   const int nw = blockDim.x / 32;
-  if (!kLoop) return rowsum::partials_sum(part, nw, int(threadIdx.x % 32));
   float s = 0.f;
   for (int w = 0; w < nw; ++w) s += part[w];
   return s;
@@ -242,7 +241,7 @@ softmax_bwd_kernel(const SoftmaxBwdParams p) {
     }
   }
 
-  dot = row_sum<kWarp, (C >= 4)>(dot);
+  dot = row_sum<kWarp>(dot);
 
 #pragma unroll
   for (int c = 0; c < C; ++c)
