@@ -616,7 +616,9 @@ LnBwdPlan layer_norm_bwd_plan(const LnBwdParams &p, bool partials, int sm_count)
   const int threads = plan.vectorized ? plan.tpr : kScalarThreads;  // vectorized: streamed
   const int groups = threads / plan.tpr;
   plan.block = dim3(unsigned(threads));
-  const int per_sm = 2;  // <= 64 registers a thread: 1024 threads an SM
+  // resident blocks an SM: vectorized (1024 threads, <= 64 registers a thread) one; the
+  // scalar kernel's 256 threads may take up to 255 registers: 2 assumed
+  const int per_sm = plan.vectorized ? std::max(1, rowpipe::kThreadsPerSm / threads) : 2;
   const int64_t blocks = (p.rows + groups - 1) / groups;
   const int64_t cap = int64_t(std::max(sm_count, 1)) * per_sm;
   plan.parts = int(std::max<int64_t>(1, std::min(blocks, cap)));

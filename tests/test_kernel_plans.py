@@ -1,0 +1,149 @@
+"""The launch plans of our LayerNorm and softmax backward kernels, on any machine with nvcc:
+tests/csrc/plan_dump.cu links the kernels' host planning code (no device is touched) and
+prints the plan of each problem; here every plan is held to the rules the kernels rely on
+(path choice, tile shape covering the row, block and shared-memory limits of sm_90, the
+workspace and persistent-grid sizes). A planning change that would launch an impossible or
+wrong kernel fails CI although CI has no GPU."""
+
+import itertools
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NVCC = shutil.which("nvcc")
+SMEM_LIMIT = 227 * 1024        # dynamic + static shared memory of one block, sm_90
+LN_STATIC_SMEM = 2 * 32 * 8    # ln kernels' red[2][32] float2
+THREADS_PER_SM = 1024          # at <= 64 registers a thread (the kernels' launch bounds)
+FP32, FP16, BF16 = 0, 1, 2
+
+pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+
+
+@pytest.fixture(scope="module")
+def plan_dump(tmp_path_factory):
+    exe = tmp_path_factory.mktemp("plans") / "plan_dump"
+    srcs = [ROOT / "tests/csrc/plan_dump.cu", ROOT / "kernels/layer_norm/csrc/layer_norm_bwd.cu",
+            ROOT / "kernels/softmax/csrc/softmax_bwd.cu"]
+    # PTX only: the device code need not go through ptxas for host-side planning
+    r = subprocess.run([NVCC, "-std=c++17", "-O1", "-gencode=arch=compute_90,code=compute_90",
+                        *map(str, srcs), "-o", str(exe)], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+
+    def run(lines):
+        out = subprocess.run([str(exe)], input="\n".join(lines) + "\n", capture_output=True,
+                             text=True, timeout=120, check=True).stdout.splitlines()
+        assert len(out) == len(lines)
+        return [json.loads(o) for o in out]
+    return run
+
+
+def _pow2(v):
+    return v > 0 and v & (v - 1) == 0
+
+
+def _pow2_at_least(v):
+    c = 1
+    while c < v:
+        c *= 2
+    return c
+
+
+def _ceil(a, b):
+    return -(-a // b)
+
+
+def _ln_problems():
+    for rows, n, (xd, wd), affine, partials, mis, pad, sms in itertools.product(
+            (1, 3, 37, 8192, (1 << 30) + 5),
+            (1, 7, 8, 64, 77, 1000, 1001, 1024, 2048, 4096, 6000, 8192, 8193, 16384, 65539),
+            ((FP32, FP32), (BF16, FP32), (FP16, FP16), (BF16, BF16)),
+            (0, 1), (0, 1), (0, 2), (0, 5, 8), (132, 1)):
+        if partials and not affine:
+            continue
+        yield (rows, n, xd, wd, affine, partials, mis, pad, sms)
+
+
+def test_layer_norm_plans(plan_dump):
+    problems = list(_ln_problems())
+    plans = plan_dump(["ln " + " ".join(map(str, p)) for p in problems])
+    bad = []
+    for (rows, n, xd, wd, affine, partials, mis, pad, sms), q in zip(problems, plans):
+        e = 4 if xd == FP32 else 8
+        vec = mis == 0 and (n + pad) % e == 0
+        piped = vec and n <= 8192 and rows < (1 << 30)
+        max_tpr = 1024 if vec else 256
+        streamed = not piped and n > max_tpr * 8
+        tpr, c, block, groups = q["tpr"], q["chunks"], q["block"], q["block"] // q["tpr"]
+        checks = {
+            "vectorized": q["vectorized"] == int(vec),
+            "piped": q["piped"] == int(piped),
+            "streamed": q["streamed"] == int(streamed),
+            "tpr a power of two in [32, max]": _pow2(tpr) and 32 <= tpr <= max_tpr,
+            "block": block == (max(tpr, 512) if piped else tpr if vec else 256)
+                     and block % tpr == 0 and block <= 1024,
+            "8 elements a thread at most": c * e <= 8,
+            "the row fits (smallest tpr)": streamed or (
+                tpr * c * e >= n and tpr == max(32, _pow2_at_least(_ceil(n, 8)))),
+            "streamed spans": not streamed or tpr == max_tpr,
+            "shared memory limit": q["smem"] + LN_STATIC_SMEM <= SMEM_LIMIT,
+            "groups' column sums fit": not partials or streamed
+                                       or q["smem"] >= groups * 2 * q["ws_row"] * 4,
+            "ring of >= 2 stages fits": not piped or q["smem"] >= 2 * block * 2 * c * 16,
+            "workspace row": q["ws_row"] == _ceil(n, 8) * 8,
+            # at most the blocks resident at once (the scalar kernel's residency is by its
+            # registers, up to 255 a thread: 2 blocks an SM assumed)
+            "persistent grid": q["grid"] == q["parts"]
+                               and 1 <= q["parts"] <= _ceil(rows, groups)
+                               and q["parts"] <= sms * (max(1, THREADS_PER_SM // block)
+                                                        if vec else 2),
+        }
+        failed = [k for k, ok in checks.items() if not ok]
+        if failed:
+            bad.append((rows, n, xd, wd, affine, partials, mis, pad, sms, q, failed))
+    assert not bad, f"{len(bad)} of {len(problems)} plans break a rule, e.g. {bad[:3]}"
+
+
+def _sm_problems():
+    for rows, n, dt, drop, mis, pad in itertools.product(
+            (1, 13, 4096, 65536),
+            (1, 2, 7, 64, 1000, 1024, 2048, 2049, 4096, 8192, 16384, 32768, 65536, 100003),
+            (FP32, FP16, BF16), (0, 1), (0, 2), (0, 3, 8)):
+        yield (rows, n, dt, drop, mis, pad)
+
+
+def test_softmax_plans(plan_dump):
+    problems = list(_sm_problems())
+    plans = plan_dump(["sm " + " ".join(map(str, p)) for p in problems])
+    bad = []
+    for (rows, n, dt, drop, mis, pad), q in zip(problems, plans):
+        v = 4 if dt == FP32 else 8
+        nv = _ceil(n, v)
+        rows_aligned = rows <= 1 or (n + pad) % v == 0
+        vec = mis == 0 and rows_aligned
+        c, block = q["chunks"], q["block"]
+        if nv <= 32 * 8:
+            checks = {
+                "warp per row": q["warp_per_row"] == 1 and block == 128
+                                and q["grid"] == _ceil(rows, 4),
+                "chunks": c == _pow2_at_least(_ceil(nv, 32)) and c <= 8,
+            }
+        else:
+            cap = 1024 if c <= 2 else 512 if vec else 256
+            checks = {
+                "block per row": q["warp_per_row"] == 0 and q["grid"] == rows,
+                "block": _pow2(block) and 128 <= block <= cap,
+                "C = 2 only vectorized": c != 2 or vec,
+                "chunks": c in (2, 4, 8),
+                "the row fits or streams": (not q["streamed"] and block * c * v >= n)
+                                           or (q["streamed"] and c == 8 and block * 8 * v < n),
+            }
+        checks["vectorized"] = q["vectorized"] == int(vec)
+        failed = [k for k, ok in checks.items() if not ok]
+        if failed:
+            bad.append((rows, n, dt, drop, mis, pad, q, failed))
+    assert not bad, f"{len(bad)} of {len(problems)} plans break a rule, e.g. {bad[:3]}"
