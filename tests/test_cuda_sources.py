@@ -1,5 +1,6 @@
 """The CUDA sources compile with nvcc alone (no torch, no GPU), for sm_90, and ptxas
-reports no register spills: a broken or spilling kernel fails CI although CI has no GPU."""
+reports no register spills; the torch bindings type-check against torch's headers: a
+broken or spilling kernel, or a broken binding, fails CI although CI has no GPU."""
 
 import re
 import shutil
@@ -24,3 +25,41 @@ def test_compiles_for_sm90_without_spills(source, tmp_path):
     spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", r.stderr)]
     assert spills, "ptxas printed no resource report"
     assert max(spills) == 0, f"register spills: {sorted(set(spills))} bytes"
+
+
+def _cuda_include():
+    """The CUDA toolkit's include folder (cuda_runtime.h), or None."""
+    import glob
+    import os
+    roots = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda", *sorted(glob.glob("/usr/local/cuda-*"))]
+    if NVCC:
+        roots.append(str(Path(NVCC).resolve().parents[1]))
+    return next((str(Path(r) / "include") for r in roots
+                 if r and (Path(r) / "include" / "cuda_runtime.h").exists()), None)
+
+
+GXX = shutil.which("g++")
+CUDA_INCLUDE = _cuda_include()
+
+
+@pytest.mark.skipif(GXX is None or CUDA_INCLUDE is None, reason="needs g++ and the CUDA headers")
+@pytest.mark.parametrize("binding", sorted(KERNELS.glob("*/csrc/*_binding.cpp")),
+                         ids=lambda p: f"{p.parent.parent.name}/{p.name}")
+def test_binding_compiles_against_torch_headers(binding, tmp_path):
+    """The torch bindings (host C++) parse and type-check against this torch's headers, so
+    a broken binding fails CI although the extensions only build on a GPU machine. A CPU
+    torch wheel lacks one generated CUDA header (c10/cuda/impl/cuda_cmake_macros.h): a
+    stand-in defining its one macro is put on the include path when it is missing."""
+    import sysconfig
+
+    from torch.utils.cpp_extension import include_paths
+
+    incs = [*include_paths(), sysconfig.get_paths()["include"], CUDA_INCLUDE]
+    macros = Path("c10/cuda/impl/cuda_cmake_macros.h")
+    if not any((Path(i) / macros).exists() for i in incs):
+        (tmp_path / macros).parent.mkdir(parents=True)
+        (tmp_path / macros).write_text("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
+        incs.insert(0, str(tmp_path))
+    r = subprocess.run([GXX, "-fsyntax-only", "-std=c++17", "-w", *(f"-I{i}" for i in incs),
+                        str(binding)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]

@@ -1,4 +1,5 @@
-"""The launch plans of our LayerNorm and softmax backward kernels, on any machine with nvcc:
+"""The launch plans of our LayerNorm, softmax and causal conv1d backward kernels, on any
+machine with nvcc:
 tests/csrc/plan_dump.cu links the kernels' host planning code (no device is touched) and
 prints the plan of each problem; here every plan is held to the rules the kernels rely on
 (path choice, tile shape covering the row, block and shared-memory limits of sm_90, the
@@ -27,7 +28,8 @@ pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 def plan_dump(tmp_path_factory):
     exe = tmp_path_factory.mktemp("plans") / "plan_dump"
     srcs = [ROOT / "tests/csrc/plan_dump.cu", ROOT / "kernels/layer_norm/csrc/layer_norm_bwd.cu",
-            ROOT / "kernels/softmax/csrc/softmax_bwd.cu"]
+            ROOT / "kernels/softmax/csrc/softmax_bwd.cu",
+            ROOT / "kernels/causal_conv1d/csrc/conv1d_bwd.cu"]
     # PTX only: the device code need not go through ptxas for host-side planning
     r = subprocess.run([NVCC, "-std=c++17", "-O1", "-gencode=arch=compute_90,code=compute_90",
                         *map(str, srcs), "-o", str(exe)], capture_output=True, text=True,
@@ -147,3 +149,67 @@ def test_softmax_plans(plan_dump):
         if failed:
             bad.append((rows, n, dt, drop, mis, pad, q, failed))
     assert not bad, f"{len(bad)} of {len(problems)} plans break a rule, e.g. {bad[:3]}"
+
+
+GRID_X, GRID_YZ = (1 << 31) - 1, 65535  # CUDA's grid limits
+
+
+def _conv_problems():
+    big = (1 << 31) - 1  # the binding's limits: batch * dim and seqlen below 2^31
+    for (b, d, t), k, dt, last, mis in itertools.product(
+            ((1, 1, 1), (4, 2048, 512), (8, 4096, 2048), (2, 8192, 8192), (3, 77, 1001),
+             (1, 2, big - (1 << 16) + 1), (1, 64, 40_000_000), (65535, 8, 64),
+             (1 << 20, 2, 64), (2, 1 << 29, 3)),
+            (2, 4), (FP32, BF16), (0, 1), (0, 2)):
+        if last and d > 1 and b > 65535:
+            continue  # refused by the binding (kernels/causal_conv1d/cuda.py says why)
+        yield (b, d, t, k, dt, last, mis)
+
+
+def test_conv1d_plans(plan_dump):
+    problems = list(_conv_problems())
+    plans = plan_dump(["cv " + " ".join(map(str, p)) for p in problems])
+    bad = []
+    for (b, d, t, k, dt, last, mis), q in zip(problems, plans):
+        gx, gy, gz = q["grid"]
+        checks = {"grid limits": 1 <= gx <= GRID_X and 1 <= gy <= GRID_YZ and 1 <= gz <= GRID_YZ,
+                  "block": q["block"] == 128}
+        if not last or d == 1:  # one channel: time is contiguous either way
+            e = 4 if dt == FP32 else 8
+            ntiles = _ceil(t, 32 * e)
+            tps = q["tiles_per_span"]
+            checks.update({
+                "channel-first": q["channel_first"] == 1,
+                "rows: 4 warps a block": gx == _ceil(b * d, 4) and gz == 1,
+                "spans cover the row": tps >= 1 and gy * tps >= ntiles and (gy - 1) * tps < ntiles,
+                "workspace rows": q["parts"] == b * gy,
+            })
+        else:
+            seg = q["seg_len"]
+            checks.update({
+                "channel-last": q["channel_first"] == 0,
+                "channels": gx * 128 >= d and (gx - 1) * 128 < d,
+                "segments cover the sequence": seg >= 1 and gy * 4 * seg >= t,
+                "batches": gz == b,
+                "workspace rows": q["parts"] == b * gy,
+            })
+        failed = [name for name, ok in checks.items() if not ok]
+        if failed:
+            bad.append((b, d, t, k, dt, last, mis, q, failed))
+    assert not bad, f"{len(bad)} of {len(problems)} plans break a rule, e.g. {bad[:3]}"
+
+
+def test_conv1d_cuda_declares_the_binding_limits():
+    """The suite reports the shapes the binding refuses as unsupported, with the reason."""
+    from kernels.causal_conv1d import cuda as conv_cuda
+    from suite import registry
+
+    impl = next(i for i in registry.implementations("causal_conv1d") if i.name == "cuda")
+    base = dict(registry.op("causal_conv1d").params.defaults(), layout="channel_last")
+    assert impl.supports(base) is None
+    assert "width 5" in impl.supports(dict(base, width=5))
+    assert "seqlen" in impl.supports(dict(base, seqlen=conv_cuda.MAX_SEQLEN + 1))
+    assert impl.supports(dict(base, seqlen=conv_cuda.MAX_SEQLEN)) is None
+    assert "batch 65536" in impl.supports(dict(base, batch=65536))
+    assert impl.supports(dict(base, batch=65536, layout="channel_first")) is None
+    assert impl.supports(dict(base, batch=65536, dim=1)) is None  # time-contiguous anyway

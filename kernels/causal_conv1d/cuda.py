@@ -19,8 +19,19 @@ def extension():
     return load_extension("bwd_suite_causal_conv1d", SOURCES)
 
 
+MAX_SEQLEN = (1 << 31) - (1 << 16)  # step indices are int in the kernels
+MAX_BATCH_CHANNEL_LAST = 65535      # one grid z index a batch
+
+
 def _supports(p):
-    return f"width {p['width']} > {MAX_WIDTH}" if p["width"] > MAX_WIDTH else None
+    """The binding's limits, as reasons (the binding raises on them)."""
+    if p["width"] > MAX_WIDTH:
+        return f"width {p['width']} > {MAX_WIDTH}"
+    if p["seqlen"] > MAX_SEQLEN:
+        return f"seqlen {p['seqlen']} > 2^31 - 2^16"
+    if p["layout"] == "channel_last" and p["dim"] > 1 and p["batch"] > MAX_BATCH_CHANNEL_LAST:
+        return f"channel-last batch {p['batch']} > {MAX_BATCH_CHANNEL_LAST}"
+    return None
 
 
 @implementation("causal_conv1d", "cuda", kind="ours", devices=("cuda",), supports=_supports,

@@ -3,12 +3,14 @@
 // planning is testable on a machine without a GPU (tests/test_kernel_plans.py).
 //   ln  rows n x_dtype w_dtype affine partials misalign_bytes row_pad sm_count
 //   sm  rows n dtype dropout misalign_bytes row_pad
+//   cv  batch dim seqlen width dtype channel_last misalign_bytes
 // dtypes: 0 fp32, 1 fp16, 2 bf16. Pointers are fake, 256-byte aligned plus misalign_bytes;
 // row strides are n + row_pad elements.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 
+#include "../../kernels/causal_conv1d/csrc/conv1d_bwd.h"
 #include "../../kernels/layer_norm/csrc/layer_norm_bwd.h"
 #include "../../kernels/softmax/csrc/softmax_bwd.h"
 
@@ -62,6 +64,33 @@ int main() {
                   "\"grid\": %u, \"block\": %u}\n",
                   int(q.warp_per_row), int(q.vectorized), int(q.streamed), q.chunks, q.grid.x,
                   q.block.x);
+    } else if (std::strcmp(op, "cv") == 0) {
+      long long dim, seqlen;
+      int width, dt, last;
+      if (std::scanf("%lld %lld %lld %d %d %d %d", &rows, &dim, &seqlen, &width, &dt, &last,
+                     &misalign) != 7)
+        return 2;
+      ConvBwdParams p{};
+      p.batch = int(rows);
+      p.dim = int(dim);
+      p.seqlen = int(seqlen);
+      p.width = width;
+      p.x_dtype = DType(dt);
+      p.w_dtype = DType::kFloat32;
+      void *base = reinterpret_cast<void *>(uintptr_t(1) << 20);
+      p.x = reinterpret_cast<void *>((uintptr_t(1) << 20) + misalign);
+      p.dout = base;
+      p.dx = base;
+      // contiguous (batch, dim, seqlen) or (batch, seqlen, dim) storage
+      const int64_t t = last ? dim : 1, d = last ? 1 : seqlen, b = dim * seqlen;
+      p.x_b = p.dout_b = p.dx_b = b;
+      p.x_d = p.dout_d = p.dx_d = d;
+      p.x_t = p.dout_t = p.dx_t = t;
+      const ConvBwdPlan q = conv1d_bwd_plan(p);
+      std::printf("{\"channel_first\": %d, \"vectorized\": %d, \"parts\": %d, \"grid\": [%u, %u, %u], "
+                  "\"block\": %u, \"seg_len\": %d, \"tiles_per_span\": %d}\n",
+                  int(q.channel_first), int(q.vectorized), q.parts, q.grid.x, q.grid.y,
+                  q.grid.z, q.block.x, q.seg_len, q.tiles_per_span);
     } else {
       return 2;
     }

@@ -510,6 +510,8 @@ bool aligned(const void *ptr, int bytes) {
   return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
 }
 
+constexpr int64_t kMaxGridYZ = 65535;  // CUDA's limit on gridDim.y and gridDim.z
+
 int elem_size(DType dt) { return dt == DType::kFloat32 ? 4 : 2; }
 
 template <typename T, int K, bool kVec, bool kSeq>
@@ -552,34 +554,41 @@ cudaError_t launch_typed(const ConvBwdParams &p, const ConvBwdPlan &plan, cudaSt
 ConvBwdPlan conv1d_bwd_plan(const ConvBwdParams &p) {
   ConvBwdPlan plan{};
   const int es = elem_size(p.x_dtype);
+  const int64_t L = p.seqlen;
   plan.channel_first = p.x_t == 1 && p.dim > 0;
   if (plan.channel_first) {
     const int E = 16 / es;
     const int64_t tile = 32 * E;
-    const int64_t ntiles = (p.seqlen + tile - 1) / tile;
+    const int64_t ntiles = (L + tile - 1) / tile;
     const int64_t rows = int64_t(p.batch) * p.dim;
     // rows are independent warps; split long rows into spans of up to 8 tiles so that
-    // short batches still fill the GPU (each span adds one workspace row per channel)
-    plan.tiles_per_span = int(std::min<int64_t>(ntiles, 8));
+    // short batches still fill the GPU (each span adds one workspace row per channel),
+    // longer spans where 8 would exceed the grid's y limit
+    plan.tiles_per_span = int(std::max<int64_t>(std::min<int64_t>(ntiles, 8),
+                                                (ntiles + kMaxGridYZ - 1) / kMaxGridYZ));
     const int64_t spans = (ntiles + plan.tiles_per_span - 1) / plan.tiles_per_span;
     plan.vectorized = p.dout_t == 1 && p.dx_t == 1 && p.x_b % E == 0 && p.x_d % E == 0 &&
                       p.dout_b % E == 0 && p.dout_d % E == 0 && p.dx_b % E == 0 &&
                       p.dx_d % E == 0 && aligned(p.x, 16) && aligned(p.dout, 16) &&
                       aligned(p.dx, 16);
-    plan.grid = dim3(unsigned((rows + 3) / 4), unsigned(spans), 1);
+    plan.grid = dim3(unsigned((rows + 3) / 4), unsigned(std::max<int64_t>(1, spans)), 1);
     plan.block = dim3(128);
-    plan.parts = int(p.batch * spans);
+    plan.parts = int(p.batch * std::max<int64_t>(1, spans));
   } else {
     const int VC = kChannelsPerThread;
-    // long segments amortise the K-1 halo steps; short sequences still fill the GPU
-    plan.seg_len = p.seqlen >= 4096 ? 128 : 64;
-    const int64_t tblocks = (p.seqlen + kSegments * plan.seg_len - 1) / (kSegments * plan.seg_len);
+    // long segments amortise the K-1 halo steps; short sequences still fill the GPU;
+    // longer ones where the segments would exceed the grid's y limit
+    const int64_t per_block = kSegments * kMaxGridYZ;
+    plan.seg_len = int(std::max<int64_t>(L >= 4096 ? 128 : 64, (L + per_block - 1) / per_block));
+    const int64_t tblocks = (L + kSegments * int64_t(plan.seg_len) - 1) /
+                            (kSegments * int64_t(plan.seg_len));
     const int cblocks = (p.dim + kLanesC * VC - 1) / (kLanesC * VC);
     const int vb = VC * es;
     plan.vectorized = p.x_d == 1 && p.dout_d == 1 && p.dx_d == 1 && p.dim % VC == 0 &&
                       p.x_b % VC == 0 && p.x_t % VC == 0 && p.dout_b % VC == 0 &&
                       p.dout_t % VC == 0 && p.dx_b % VC == 0 && p.dx_t % VC == 0 &&
                       aligned(p.x, vb) && aligned(p.dout, vb) && aligned(p.dx, vb);
+    // grid z: one index a batch (the binding refuses more than kMaxGridYZ batches here)
     plan.grid = dim3(unsigned(cblocks), unsigned(std::max<int64_t>(1, tblocks)), unsigned(p.batch));
     plan.block = dim3(kLanesC * kSegments);
     plan.parts = int(p.batch * std::max<int64_t>(1, tblocks));

@@ -18,7 +18,12 @@ void causal_conv1d_bwd(const at::Tensor &x, const at::Tensor &weight,
   const int64_t B = x.size(0), D = x.size(1), L = x.size(2), K = weight.size(-1);
   TORCH_CHECK(K >= 2 && K <= 4, "width must be 2, 3 or 4, got ", K);
   TORCH_CHECK(B * D < (int64_t(1) << 31), "batch * dim must be below 2^31");
-  TORCH_CHECK(L < (int64_t(1) << 31), "seqlen must be below 2^31");
+  // step indices are int: a tile or span end past the sequence must still fit
+  TORCH_CHECK(L <= (int64_t(1) << 31) - (int64_t(1) << 16), "seqlen must be at most "
+              "2^31 - 2^16, got ", L);
+  // channel-last (time not contiguous): the kernel takes one grid z index a batch
+  TORCH_CHECK(x.stride(2) == 1 || B <= 65535, "batch must be at most 65535 unless x is "
+              "contiguous along time (channel-last: one grid z index a batch), got ", B);
   CHECK_SHAPE(weight, D, K);
   CHECK_SHAPE(dout, B, D, L);
   CHECK_SHAPE(dx, B, D, L);
