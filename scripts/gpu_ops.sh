@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # One device call for the layer_norm and softmax ops: install the carried Liger wheel,
-# build our CUDA kernels, then per op the gpu profile as pytest items (with
-# compute-sanitizer on the smoke cases alongside when SANITIZE=1), and last, alone on the
-# GPU, the perf profile as one timed run of every implementation; all under $OUT.
+# build our CUDA kernels, then per op the gpu profile as pytest items plus the op's tests
+# (tests/test_<op>*.py), with compute-sanitizer on the smoke cases alongside when
+# SANITIZE=1, and last, alone on the GPU, the perf profile as one timed run of every
+# implementation; all under $OUT.
 #   device run: OPS="layer_norm softmax" [SANITIZE=1] bash scripts/gpu_ops.sh   (carry: .whl)
-#   SANITIZE_TOOLS (default "memcheck racecheck synccheck"), SANITIZE_IMPLS (default cuda)
+#   SANITIZE_TOOLS (default "memcheck racecheck synccheck"), SANITIZE_IMPLS (default cuda),
+#   REPEATS (determinism repeats of the perf run, default 20)
 set -uo pipefail
 export PYTHONPATH=. PYTHONUNBUFFERED=1 BWD_SUITE_CACHE="$OUT/cache"
 if ls .whl/liger_kernel-*.whl >/dev/null 2>&1; then
@@ -24,14 +26,16 @@ if [ -n "${SANITIZE:-}" ]; then  # out-of-bounds, shared-memory races, barrier m
     pids+=($!)
   done; done
 fi
+# the op's GPU tests in tests/ (named after it), besides its cases
+op_tests() { ls tests/test_"$1"*.py 2>/dev/null; }
 for op in ${OPS:-layer_norm softmax}; do
   timeout "${PYTEST_TIMEOUT:-200}" python3 -m pytest -n 6 -q -p no:cacheprovider cases \
-    --suite-op "$op" > "$OUT/pytest_$op.log" 2>&1
+    $(op_tests "$op") --suite-op "$op" > "$OUT/pytest_$op.log" 2>&1
   echo "pytest $op exit $?"; tail -6 "$OUT/pytest_$op.log" | cut -c1-300
 done
 [ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
 for op in ${OPS:-layer_norm softmax}; do
   timeout "${RUN_TIMEOUT:-200}" python3 -m suite run --profile perf --op "$op" --quiet \
-    --output "$OUT/perf_$op.parquet" > "$OUT/run_perf_$op.log" 2>&1
+    --repeats "${REPEATS:-20}" --output "$OUT/perf_$op.parquet" > "$OUT/run_perf_$op.log" 2>&1
   echo "perf $op exit $?"; tail -12 "$OUT/run_perf_$op.log" | cut -c1-300
 done
