@@ -3,10 +3,11 @@
 //
 // Why. A memory-bound row kernel that loads into registers has at most one row per thread
 // in flight, and stalls on it at every row's reduction; on the H200 that held the LayerNorm
-// backward at 0.41-0.75 and the softmax backward at 0.82-0.88 of the copy bandwidth. Here
-// a row group of TPR threads walks rows r, r + stride, ... (a persistent grid) and keeps
-// the next kStages - 1 rows in flight as cp.async copies into a shared-memory ring while
-// it reduces and stores the current one.
+// backward at 0.41-0.75 of the copy bandwidth (0.65-0.88 on this ring). Here a row group
+// of TPR threads walks rows r, r + stride, ... (a persistent grid) and keeps the next
+// kStages - 1 rows in flight as cp.async copies into a shared-memory ring while it reduces
+// and stores the current one. (The softmax backward, one light pass a row, measured slower
+// on the ring than one block a row loading into registers: BENCHMARKS.md, 2026-11-30.)
 //
 // Ownership. Each thread copies and later reads only its own 16-byte slots, so no barrier
 // guards them: cp.async.wait_group makes a thread's completed copies visible to that
@@ -75,11 +76,7 @@ __device__ __forceinline__ uint2 lds8(unsigned a) {
   asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(a) : "memory");
   return v;
 }
-__device__ __forceinline__ uint32_t lds4(unsigned a) {
-  uint32_t v;
-  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(a) : "memory");
-  return v;
-}
+
 
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -117,37 +114,28 @@ struct RowGroup {
   }
 };
 
-// Bytes of a ring of `stages` stages, each with vec_slots 16-byte slots and side_bytes of
-// side slots per thread, and one float2 per warp (host and device agree on it).
-constexpr __host__ __device__ size_t ring_bytes(int stages, int threads, int vec_slots,
-                                                int side_bytes) {
-  return (size_t(stages) * threads * (vec_slots * 16 + side_bytes) +
-          size_t(stages) * (threads / 32) * 8 + 15) / 16 * 16;  // what follows: 16-byte aligned
+// Bytes of a ring of `stages` stages, each with vec_slots 16-byte slots per thread and one
+// 8-byte slot per warp, rounded up to 16 (host and device agree on it).
+constexpr __host__ __device__ size_t ring_bytes(int stages, int threads, int vec_slots) {
+  return (size_t(stages) * threads * vec_slots * 16 + size_t(stages) * (threads / 32) * 8 +
+          15) / 16 * 16;
 }
 
-// Shared-memory ring: per stage, kVecs 16-byte slots and kSide slots of kSideBytes (4 or
-// 8) per thread, and one 8-byte slot per warp (laid out as ring_bytes counts). Slots are
-// named by 32-bit shared-window addresses.
-template <int kStages, int kVecs, int kSide, int kSideBytes>
+// Shared-memory ring: per stage, kVecs 16-byte slots per thread and one 8-byte slot per
+// warp (laid out as ring_bytes counts). Slots are named by 32-bit shared-window addresses.
+template <int kStages, int kVecs>
 struct StageRing {
   unsigned vec;    // this thread's slot of [kStages][kVecs][threads] 16-byte slots
-  unsigned side;   // ... of [kStages][kSide][threads] kSideBytes slots
   unsigned warps;  // this warp's slot of [kStages][threads / 32] 8-byte slots
   int threads;
 
   __device__ StageRing(void *smem, int n_threads) : threads(n_threads) {
     const unsigned base = smem_addr(smem);
-    const unsigned side0 = base + unsigned(kStages * kVecs * threads * 16);
-    const unsigned warp0 = side0 + unsigned(kStages * kSide * threads * kSideBytes);
     vec = base + threadIdx.x * 16;
-    side = side0 + threadIdx.x * kSideBytes;
-    warps = warp0 + (threadIdx.x / 32) * 8;
+    warps = base + unsigned(kStages * kVecs * threads * 16) + (threadIdx.x / 32) * 8;
   }
   __device__ unsigned vec_slot(int s, int k) const {
     return vec + unsigned((s * kVecs + k) * threads * 16);
-  }
-  __device__ unsigned side_slot(int s, int k) const {
-    return side + unsigned((s * kSide + k) * threads * kSideBytes);
   }
   __device__ unsigned warp_slot(int s) const { return warps + unsigned(s * (threads / 32) * 8); }
 };

@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(kMaxTpr, 1) ln_bwd_piped(const LnBwdParams p, 
   extern __shared__ float4 smem[];  // the ring and gamma; at the end the groups' column sums
   __shared__ float2 red[2][rowpipe::kMaxWarps];
   const rowpipe::RowGroup g(tpr);
-  const rowpipe::StageRing<kStages, 2 * C, 0, 4> ring(smem, blockDim.x);
+  const rowpipe::StageRing<kStages, 2 * C> ring(smem, blockDim.x);
   const int n = p.n, chunk = tpr * E;
   const float inv_n = 1.f / float(n);
   const T *x = static_cast<const T *>(p.x);
@@ -271,7 +271,7 @@ __global__ void __launch_bounds__(kMaxTpr, 1) ln_bwd_piped(const LnBwdParams p, 
   // gamma: in registers (fp32 rows) or in this thread's shared-memory slots (16-bit rows)
   constexpr bool kHoldGamma = kGammaBytes == 0;
   const unsigned gslot = rowpipe::smem_addr(smem) +
-                         unsigned(rowpipe::ring_bytes(kStages, blockDim.x, 2 * C, 0)) + g.tid * 16;
+                         unsigned(rowpipe::ring_bytes(kStages, blockDim.x, 2 * C)) + g.tid * 16;
   float gm[kHoldGamma ? C : 1][E], dgs[C][E], dbs[C][E];  // gamma; this thread's column sums
 #pragma unroll
   for (int c = 0; c < C; ++c) {
@@ -595,7 +595,7 @@ LnBwdPlan layer_norm_bwd_plan(const LnBwdParams &p, bool partials, int sm_count)
     const int vecs = 2 * plan.chunks;  // x and dy
     const int gamma_bytes = piped_gamma_bytes(es, plan.chunks, p.affine);
     const size_t ring =
-        rowpipe::ring_bytes(rowpipe::ring_stages(vecs * 16, gamma_bytes), shape.threads, vecs, 0) +
+        rowpipe::ring_bytes(rowpipe::ring_stages(vecs * 16, gamma_bytes), shape.threads, vecs) +
         size_t(gamma_bytes) * shape.threads;
     // the groups' column sums reuse the ring at the end
     const size_t sums = partials ? size_t(shape.threads / shape.tpr) * sums_row : 0;
