@@ -1,0 +1,173 @@
+"""Time variants of one op's CUDA kernel against the shipped one, in one suite run (GPU).
+
+A variant is the op's kernel sources with exact text edits, described in a TOML file:
+
+    [[variant]]
+    name = "lb3"
+    why = "3 blocks of 512 an SM for the C = 2 block kernel"
+    [[variant.edit]]
+    file = "softmax/csrc/softmax_bwd.cu"      # under kernels/
+    old = ": C <= 2 ? kMaxThreadsC2 : kMaxThreads)"
+    new = ": C <= 2 ? kMaxThreadsC2 : kMaxThreads, C == 2 ? 3 : 1)"
+
+Each `old` must occur exactly once in its file (the error names the variant, file and
+count). Every variant gets a copy of kernels/<op>/csrc and kernels/common/csrc with its
+edits, built as its own extension, and runs as implementation `cuda+NAME` beside `cuda`
+through the suite's own runner: verdicts against float64, determinism, CUDA-event timing
+with the L2 flushed, one parquet. So a kernel idea is measured, correct or not, in the
+same run as the kernel it would replace:
+
+    python3 scripts/kernel_variants.py --op softmax --variants my.toml --case 4096x8192
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shutil
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from suite.errors import SuiteInputError  # noqa: E402
+
+KERNELS = Path(__file__).resolve().parents[1] / "kernels"
+
+
+@dataclasses.dataclass
+class Variant:
+    name: str
+    why: str
+    edits: list  # (file under kernels/, old, new)
+
+
+def load_variants(path: Path) -> list[Variant]:
+    """The variants of a TOML file, checked for shape (names unique and plain)."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise SuiteInputError(str(path), f"cannot read the variants: {e}") from e
+    out, seen = [], set()
+    for i, v in enumerate(data.get("variant", [])):
+        where = f"{path}: variant {i + 1}"
+        name = v.get("name", "")
+        if not name or not name.replace("_", "").isalnum() or not name.isascii() or name in seen:
+            raise SuiteInputError(where, f"name {name!r} must be unique ASCII letters, digits "
+                                         f"or _ (it names a Python extension module)")
+        seen.add(name)
+        edits = []
+        for j, e in enumerate(v.get("edit", [])):
+            missing = {"file", "old", "new"} - set(e)
+            if missing:
+                raise SuiteInputError(f"{where} ({name}), edit {j + 1}",
+                                      f"missing {sorted(missing)}")
+            edits.append((e["file"], e["old"], e["new"]))
+        if not edits:
+            raise SuiteInputError(f"{where} ({name})", "has no [[variant.edit]]")
+        out.append(Variant(name, v.get("why", ""), edits))
+    if not out:
+        raise SuiteInputError(str(path), "defines no [[variant]]")
+    return out
+
+
+def write_sources(variant: Variant, op: str, root: Path) -> Path:
+    """kernels/<op>/csrc and kernels/common/csrc under root with the variant's edits;
+    returns root/kernels/<op>/csrc."""
+    for part in (f"{op}/csrc", "common/csrc"):
+        shutil.copytree(KERNELS / part, root / "kernels" / part)
+    for file, old, new in variant.edits:
+        target = root / "kernels" / file
+        if not target.is_file() or not target.resolve().is_relative_to((root / "kernels").resolve()):
+            raise SuiteInputError(f"variant {variant.name}",
+                                  f"{file} is not a file of kernels/{op}/csrc or common/csrc")
+        text = target.read_text()
+        count = text.count(old)
+        if count != 1:
+            raise SuiteInputError(f"variant {variant.name}, {file}",
+                                  f"the old text occurs {count} times (must be once): {old[:80]!r}")
+        target.write_text(text.replace(old, new))
+    return root / "kernels" / op / "csrc"
+
+
+def variant_implementation(base, module, variant: Variant, ext):
+    """`base` (the op's cuda implementation, whose module calls module.extension()) running
+    on the variant's extension instead."""
+    def fn(**kwargs):
+        shipped = module.extension
+        module.extension = lambda: ext
+        try:
+            return base.fn(**kwargs)
+        finally:
+            module.extension = shipped
+    return dataclasses.replace(base, name=f"{base.name}+{variant.name}", fn=fn,
+                               doc=variant.why or base.doc, build=None, known_failures={})
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--op", required=True, help="op whose kernels/<op>/cuda.py is varied")
+    ap.add_argument("--variants", required=True, type=Path, help="TOML file of [[variant]]")
+    ap.add_argument("--profile", default="perf", help="cases of this profile (default perf)")
+    ap.add_argument("--case", action="append", help="only case ids containing this (repeatable)")
+    ap.add_argument("--repeats", type=int, default=3, help="determinism repeats (default 3)")
+    ap.add_argument("--output", type=Path, default=Path("variants.parquet"))
+    a = ap.parse_args(argv)
+    variants = load_variants(a.variants)
+
+    import importlib
+
+    import torch
+    from torch.utils.cpp_extension import load
+
+    from kernels.cuda_build import NVCC_FLAGS, cuda_arch
+    from suite import registry, results, roofline, summary
+    from suite.cases import load_cases
+    from suite.runner import RunOptions, run_case
+
+    spec = registry.op(a.op, where="--op")
+    module = importlib.import_module(f"kernels.{a.op}.cuda")
+    base = next(i for i in registry.implementations(a.op) if i.name == "cuda")
+    cases = [c for c in load_cases(op=a.op, profile=a.profile)
+             if not a.case or any(s in c.id for s in a.case)]
+    if not cases:
+        raise SuiteInputError("--case", f"no {a.op} case of profile {a.profile} matches")
+    if not torch.cuda.is_available():
+        raise SuiteInputError("--op", "variants build and run on a CUDA device only")
+    arch = cuda_arch()
+    impls = [base]
+    with tempfile.TemporaryDirectory() as tmp:
+        for v in variants:
+            csrc = write_sources(v, a.op, Path(tmp) / v.name)
+            sources = [csrc / Path(s).name for s in module.SOURCES]
+            print(f"building {v.name} ...", file=sys.stderr, flush=True)
+            ext = load(name=f"bwd_variant_{a.op}_{v.name}_sm{arch}",
+                       sources=[str(s) for s in sources], extra_include_paths=[str(csrc)],
+                       extra_cflags=["-O3"],
+                       extra_cuda_cflags=NVCC_FLAGS + [f"-gencode=arch=compute_{arch},code=sm_{arch}"])
+            impls.append(variant_implementation(base, module, v, ext))
+    dev = torch.device("cuda")
+    ceilings = roofline.load_ceilings(dev)
+    if ceilings.copy_gbps is None:
+        ceilings = roofline.calibrate(dev)
+    env = results.environment(dev, a.profile)
+    opts = RunOptions(device=dev, golden_device=dev, repeats=a.repeats)
+    writer = results.ResultsWriter(a.output)
+    for case in cases:
+        for row in run_case(spec, case, impls, opts, env, ceilings):
+            writer.append(row)
+            print(f"{row['impl']:<24} {row['case_id']:<60} {row['verdict']:<6} "
+                  f"{(row['frac_copy_bw'] or 0):.3f}", file=sys.stderr, flush=True)
+    writer.close()
+    print(summary.render(writer.rows))
+    print(f"results: {a.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except SuiteInputError as e:
+        sys.exit(f"kernel_variants: {e}")

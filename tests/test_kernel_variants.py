@@ -1,0 +1,99 @@
+"""scripts/kernel_variants.py on any machine: the variants file is checked with errors that
+name the variant and file, edits apply exactly once to a copy of the op's sources (never to
+kernels/ itself), and a variant implementation runs the shipped adapter on the variant's
+extension, restoring the shipped one after every call. (Building and timing need a GPU.)"""
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from suite import registry
+from suite.errors import SuiteInputError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def kv():
+    spec = importlib.util.spec_from_file_location("kernel_variants",
+                                                  ROOT / "scripts" / "kernel_variants.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["kernel_variants"] = mod  # its dataclass looks its module up there
+    try:
+        spec.loader.exec_module(mod)
+        yield mod
+    finally:
+        sys.modules.pop("kernel_variants", None)
+
+
+OLD = "constexpr int kWarpRows = 4;"
+
+
+def _toml(tmp_path, text):
+    p = tmp_path / "v.toml"
+    p.write_text(text)
+    return p
+
+
+def test_edits_apply_once_to_a_copy(kv, tmp_path):
+    v = kv.load_variants(_toml(tmp_path, f'''
+[[variant]]
+name = "rows8"
+why = "8 rows a block"
+[[variant.edit]]
+file = "softmax/csrc/softmax_bwd.cu"
+old = "{OLD}"
+new = "constexpr int kWarpRows = 8;"
+'''))
+    assert [(x.name, x.why) for x in v] == [("rows8", "8 rows a block")]
+    csrc = kv.write_sources(v[0], "softmax", tmp_path / "out")
+    text = (csrc / "softmax_bwd.cu").read_text()
+    assert "constexpr int kWarpRows = 8;" in text and OLD not in text
+    assert (tmp_path / "out/kernels/common/csrc/convert.cuh").is_file()  # includes resolve
+    assert OLD in (ROOT / "kernels/softmax/csrc/softmax_bwd.cu").read_text()  # shipped intact
+
+
+@pytest.mark.parametrize("old,match", [("no such text", "occurs 0 times"),
+                                       ("#include", "occurs [0-9]+ times")])
+def test_edit_must_match_exactly_once(kv, tmp_path, old, match):
+    v = kv.Variant("x", "", [("softmax/csrc/softmax_bwd.cu", old, "y")])
+    with pytest.raises(SuiteInputError, match=match):
+        kv.write_sources(v, "softmax", tmp_path / "out")
+
+
+def test_edit_outside_the_copied_sources_is_refused(kv, tmp_path):
+    v = kv.Variant("x", "", [("layer_norm/csrc/layer_norm_bwd.cu", "a", "b")])
+    with pytest.raises(SuiteInputError, match="not a file of kernels/softmax/csrc"):
+        kv.write_sources(v, "softmax", tmp_path / "out")
+
+
+@pytest.mark.parametrize("text,match", [
+    ("", "defines no"),
+    ('[[variant]]\nname = "a-b"\n[[variant.edit]]\nfile="f"\nold="o"\nnew="n"\n', "name 'a-b'"),
+    ('[[variant]]\nname = "a"\n', "has no"),
+    ('[[variant]]\nname = "a"\n[[variant.edit]]\nfile="f"\n', "missing"),
+    ("[[variant", "cannot read"),
+])
+def test_bad_variant_files_name_the_problem(kv, tmp_path, text, match):
+    with pytest.raises(SuiteInputError, match=match):
+        kv.load_variants(_toml(tmp_path, text))
+
+
+def test_variant_runs_the_adapter_on_its_extension(kv):
+    shipped, variant_ext = object(), object()
+    module = types.SimpleNamespace(extension=lambda: shipped)
+    seen = []
+    base = registry.Implementation(op="softmax", name="cuda", kind="ours",
+                                   fn=lambda **kw: seen.append(module.extension()))
+    impl = kv.variant_implementation(base, module, kv.Variant("v1", "why", []), variant_ext)
+    assert (impl.name, impl.doc, impl.kind) == ("cuda+v1", "why", "ours")
+    impl.fn(y=1)
+    assert seen == [variant_ext] and module.extension() is shipped
+    with pytest.raises(ZeroDivisionError):  # restored even when the call raises
+        kv.variant_implementation(registry.Implementation(
+            op="softmax", name="cuda", kind="ours", fn=lambda **kw: 1 / 0),
+            module, kv.Variant("v2", "", []), variant_ext).fn()
+    assert module.extension() is shipped
