@@ -11,9 +11,13 @@ A variant is the op's kernel sources with exact text edits, described in a TOML 
     new = ": C <= 2 ? kMaxThreadsC2 : kMaxThreads, C == 2 ? 3 : 1)"
 
 Each `old` must occur exactly once in its file (the error names the variant, file and
-count). Every variant gets a copy of kernels/<op>/csrc and kernels/common/csrc with its
-edits, built as its own extension, and runs as implementation `cuda+NAME` beside `cuda`
-through the suite's own runner: verdicts against float64, determinism, CUDA-event timing
+count). A larger change can come as a unified diff instead of (or before) the edits:
+`patch = "my_change.patch"` (relative to the TOML file, paths as `git diff` writes them from
+the repository root), applied with `git apply`, which refuses a patch that does not fit.
+
+Every variant gets a copy of kernels/<op>/csrc and kernels/common/csrc with its edits,
+built as its own extension, and runs as implementation `cuda+NAME` beside `cuda` through
+the suite's own runner: verdicts against float64, determinism, CUDA-event timing
 with the L2 flushed, one parquet. So a kernel idea is measured, correct or not, in the
 same run as the kernel it would replace:
 
@@ -25,9 +29,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import shutil
+import subprocess
 import sys
 import tempfile
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -42,6 +48,7 @@ class Variant:
     name: str
     why: str
     edits: list  # (file under kernels/, old, new)
+    patch: Path | None = None  # unified diff applied before the edits
 
 
 def load_variants(path: Path) -> list[Variant]:
@@ -65,9 +72,14 @@ def load_variants(path: Path) -> list[Variant]:
                 raise SuiteInputError(f"{where} ({name}), edit {j + 1}",
                                       f"missing {sorted(missing)}")
             edits.append((e["file"], e["old"], e["new"]))
-        if not edits:
-            raise SuiteInputError(f"{where} ({name})", "has no [[variant.edit]]")
-        out.append(Variant(name, v.get("why", ""), edits))
+        patch = None
+        if "patch" in v:
+            patch = Path(path).parent / v["patch"]
+            if not patch.is_file():
+                raise SuiteInputError(f"{where} ({name})", f"patch {patch} is not a file")
+        if not edits and patch is None:
+            raise SuiteInputError(f"{where} ({name})", "has no patch and no [[variant.edit]]")
+        out.append(Variant(name, v.get("why", ""), edits, patch))
     if not out:
         raise SuiteInputError(str(path), "defines no [[variant]]")
     return out
@@ -78,6 +90,15 @@ def write_sources(variant: Variant, op: str, root: Path) -> Path:
     returns root/kernels/<op>/csrc."""
     for part in (f"{op}/csrc", "common/csrc"):
         shutil.copytree(KERNELS / part, root / "kernels" / part)
+    if variant.patch is not None:
+        # Outside a repository git apply works on plain files; it changes nothing unless
+        # every hunk fits, and names the hunk that does not.
+        done = subprocess.run(["git", "apply", "--whitespace=nowarn", str(variant.patch.resolve())],
+                              cwd=root, capture_output=True, text=True)
+        if done.returncode:
+            raise SuiteInputError(f"variant {variant.name}, {variant.patch}",
+                                  f"does not apply to kernels/{op}/csrc or common/csrc: "
+                                  f"{done.stderr.strip()}")
     for file, old, new in variant.edits:
         target = root / "kernels" / file
         if not target.is_file() or not target.resolve().is_relative_to((root / "kernels").resolve()):
@@ -114,6 +135,7 @@ def main(argv=None) -> int:
     ap.add_argument("--case", action="append", help="only case ids containing this (repeatable)")
     ap.add_argument("--repeats", type=int, default=3, help="determinism repeats (default 3)")
     ap.add_argument("--output", type=Path, default=Path("variants.parquet"))
+    ap.add_argument("--jobs", type=int, default=4, help="builds at once (default 4)")
     a = ap.parse_args(argv)
     variants = load_variants(a.variants)
 
@@ -137,17 +159,22 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         raise SuiteInputError("--op", "variants build and run on a CUDA device only")
     arch = cuda_arch()
-    impls = [base]
+
+    def build(v, csrc):
+        sources = [str(csrc / Path(s).name) for s in module.SOURCES]
+        print(f"building {v.name} ...", file=sys.stderr, flush=True)
+        return load(name=f"bwd_variant_{a.op}_{v.name}_sm{arch}", sources=sources,
+                    extra_include_paths=[str(csrc)], extra_cflags=["-O3"],
+                    extra_cuda_cflags=NVCC_FLAGS + [f"-gencode=arch=compute_{arch},code=sm_{arch}"])
+
     with tempfile.TemporaryDirectory() as tmp:
-        for v in variants:
-            csrc = write_sources(v, a.op, Path(tmp) / v.name)
-            sources = [csrc / Path(s).name for s in module.SOURCES]
-            print(f"building {v.name} ...", file=sys.stderr, flush=True)
-            ext = load(name=f"bwd_variant_{a.op}_{v.name}_sm{arch}",
-                       sources=[str(s) for s in sources], extra_include_paths=[str(csrc)],
-                       extra_cflags=["-O3"],
-                       extra_cuda_cflags=NVCC_FLAGS + [f"-gencode=arch=compute_{arch},code=sm_{arch}"])
-            impls.append(variant_implementation(base, module, v, ext))
+        dirs = [write_sources(v, a.op, Path(tmp) / v.name) for v in variants]
+        # Each build is an nvcc subprocess: threads overlap them (and the shipped one's).
+        with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+            shipped = pool.submit(module.extension)
+            exts = list(pool.map(build, variants, dirs))
+            shipped.result()
+    impls = [base] + [variant_implementation(base, module, v, e) for v, e in zip(variants, exts)]
     dev = torch.device("cuda")
     ceilings = roofline.load_ceilings(dev)
     if ceilings.copy_gbps is None:

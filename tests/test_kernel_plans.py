@@ -19,6 +19,7 @@ NVCC = shutil.which("nvcc")
 SMEM_LIMIT = 227 * 1024        # dynamic + static shared memory of one block, sm_90
 LN_STATIC_SMEM = 2 * 32 * 8    # ln kernels' red[2][32] float2
 THREADS_PER_SM = 1024          # at <= 64 registers a thread (the kernels' launch bounds)
+LN_PIPED_16BIT = (16, 512)     # 16-bit piped rows: elements a thread, threads an SM (<= 128 regs)
 FP32, FP16, BF16 = 0, 1, 2
 
 pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc not found")
@@ -80,6 +81,7 @@ def test_layer_norm_plans(plan_dump):
         piped = vec and n <= 8192 and rows < (1 << 30)
         max_tpr = 1024 if vec else 256
         streamed = not piped and n > max_tpr * 8
+        per_thread, sm_threads = LN_PIPED_16BIT if piped and xd != FP32 else (8, THREADS_PER_SM)
         tpr, c, block, groups = q["tpr"], q["chunks"], q["block"], q["block"] // q["tpr"]
         checks = {
             "vectorized": q["vectorized"] == int(vec),
@@ -88,20 +90,21 @@ def test_layer_norm_plans(plan_dump):
             "tpr a power of two in [32, max]": _pow2(tpr) and 32 <= tpr <= max_tpr,
             "block": block == (max(tpr, 512) if piped else tpr if vec else 256)
                      and block % tpr == 0 and block <= 1024,
-            "8 elements a thread at most": c * e <= 8,
+            "elements a thread at most": c * e <= per_thread,
             "the row fits (smallest tpr)": streamed or (
-                tpr * c * e >= n and tpr == max(32, _pow2_at_least(_ceil(n, 8)))),
+                tpr * c * e >= n and tpr == max(32, _pow2_at_least(_ceil(n, per_thread)))),
             "streamed spans": not streamed or tpr == max_tpr,
             "shared memory limit": q["smem"] + LN_STATIC_SMEM <= SMEM_LIMIT,
             "groups' column sums fit": not partials or streamed
                                        or q["smem"] >= groups * 2 * q["ws_row"] * 4,
             "ring of >= 2 stages fits": not piped or q["smem"] >= 2 * block * 2 * c * 16,
+            "resident blocks fit the SM's threads": not piped or block <= sm_threads,
             "workspace row": q["ws_row"] == _ceil(n, 8) * 8,
             # at most the blocks resident at once (the scalar kernel's residency is by its
             # registers, up to 255 a thread: 2 blocks an SM assumed)
             "persistent grid": q["grid"] == q["parts"]
                                and 1 <= q["parts"] <= _ceil(rows, groups)
-                               and q["parts"] <= sms * (max(1, THREADS_PER_SM // block)
+                               and q["parts"] <= sms * (max(1, sm_threads // block)
                                                         if vec else 2),
         }
         failed = [k for k, ok in checks.items() if not ok]
@@ -135,7 +138,8 @@ def test_softmax_plans(plan_dump):
                 "chunks": c == _pow2_at_least(_ceil(nv, 32)) and c <= 8,
             }
         else:
-            cap = 1024 if c <= 2 else 512 if vec else 256
+            # the launch bounds: C = 2 at most 1024 threads (fp32) or 512 (16-bit, 3 an SM)
+            cap = (1024 if dt == FP32 else 512) if c <= 2 else 512 if vec else 256
             checks = {
                 "block per row": q["warp_per_row"] == 0 and q["grid"] == rows,
                 "block": _pow2(block) and 128 <= block <= cap,

@@ -97,3 +97,20 @@ def test_variant_runs_the_adapter_on_its_extension(kv):
             op="softmax", name="cuda", kind="ours", fn=lambda **kw: 1 / 0),
             module, kv.Variant("v2", "", []), variant_ext).fn()
     assert module.extension() is shipped
+
+
+def test_patch_variant_applies_to_the_copy_and_bad_patches_are_refused(kv, tmp_path):
+    """The repository's own patch variant fits main's sources (so it stays runnable), and a
+    hunk that does not fit is refused naming the variant, leaving nothing half-applied."""
+    v, = kv.load_variants(ROOT / "benchmarks/variants/conv1d_cf_ring.toml")
+    csrc = kv.write_sources(v, "causal_conv1d", tmp_path / "ok")
+    text = (csrc / "conv1d_bwd.cu").read_text()
+    assert "conv1d_bwd_rows_ring" in text
+    assert "conv1d_bwd_rows_ring" not in (ROOT / "kernels/causal_conv1d/csrc/conv1d_bwd.cu").read_text()
+    bad = tmp_path / "bad.patch"
+    bad.write_text(v.patch.read_text().replace("//  - channel-first (time contiguous)",
+                                               "//  - no such context line"))
+    with pytest.raises(SuiteInputError, match="cf_ring.*does not apply"):
+        kv.write_sources(kv.Variant("cf_ring", "", [], bad), "causal_conv1d", tmp_path / "bad")
+    with pytest.raises(SuiteInputError, match="patch .*missing.patch is not a file"):
+        kv.load_variants(_toml(tmp_path, '[[variant]]\nname = "a"\npatch = "missing.patch"\n'))

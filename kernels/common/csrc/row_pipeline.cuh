@@ -31,8 +31,9 @@ constexpr int kSmemPerSm = 216 * 1024;      // ring budget of an SM (228 KiB les
 // Stages of a ring whose stage takes `bytes` per thread, next to `fixed` other bytes a
 // thread: as many as the budget gives an SM's threads, 2 to 4 (3 rows in flight a group
 // keep an SM's copies going; more only take shared memory).
-constexpr __host__ __device__ int ring_stages(int bytes, int fixed = 0) {
-  const int s = (kSmemPerSm / kThreadsPerSm - fixed) / bytes;
+constexpr __host__ __device__ int ring_stages(int bytes, int fixed = 0,
+                                              int threads_per_sm = kThreadsPerSm) {
+  const int s = (kSmemPerSm / threads_per_sm - fixed) / bytes;
   return s < 2 ? 2 : s > 4 ? 4 : s;
 }
 
@@ -223,8 +224,9 @@ inline RowShape row_shape(int64_t n, int elems_per_vec, int max_per_thread) {
 
 // A persistent grid: as many blocks as are resident at once (threads and shared memory
 // permitting), at most one per group of rows.
-inline int resident_grid(int64_t rows, const RowShape &r, size_t smem_per_block, int sm_count) {
-  const int by_threads = kThreadsPerSm / r.threads;
+inline int resident_grid(int64_t rows, const RowShape &r, size_t smem_per_block, int sm_count,
+                         int threads_per_sm = kThreadsPerSm) {
+  const int by_threads = threads_per_sm / r.threads;
   const int by_smem = int((228 * 1024) / (smem_per_block + 1024));  // 1 KiB reserved a block
   int per_sm = by_threads < by_smem ? by_threads : by_smem;
   if (per_sm < 1) per_sm = 1;

@@ -19,9 +19,14 @@
 //    max(TPR, 512) threads, each group walking its rows with the next 2-3 rows in flight as
 //    cp.async copies into a shared-memory ring (kernels/common/csrc/row_pipeline.cuh).
 //    The thread's dgamma/dbeta column sums stay in registers across rows, and gamma too
-//    for fp32 rows (16-bit rows keep it in per-thread shared-memory slots). The
+//    for fp32 rows (16-bit rows keep it in per-thread shared-memory slots). A thread takes
+//    8 elements of an fp32 row (1024 threads an SM at <= 64 registers) and 16 of a 16-bit
+//    row (512 threads an SM at <= 128 registers): the per-row work (row sums, barrier,
+//    addressing) is a fixed cost a thread, and at 8 bf16 elements it made the kernel
+//    issue-bound (ncu, H200: 43 instructions an element, 0.75 issued a scheduler). The
 //    register-resident predecessor, one row in flight a group, reached 0.41-0.75 of the
-//    copy bandwidth on the H200 at the perf shapes; this kernel 0.65-0.88.
+//    copy bandwidth on the H200 at the perf shapes; this kernel 0.72-0.88 at 16384x4096
+//    and 4096x8192 (BENCHMARKS.md).
 //  - Scalar rows (unaligned) of up to 2048 columns (blocks of 256 threads) and longer rows
 //    (kStream, processed in spans, twice: x, dy and gamma are read again for dx, from L2
 //    for rows up to a few MB) take ln_bwd_rows, which loads into registers.
@@ -52,6 +57,14 @@ constexpr int kMaxTpr = rowpipe::kMaxThreads;  // threads of a row group and of 
 constexpr int kScalarThreads = 256;
 // elements of a row a thread holds (C * E): 8 keeps a thread within 64 registers
 constexpr int kMaxPerThread = 8;
+// ln_bwd_piped's 16-bit rows: 16 elements a thread (half the threads a row, so half the
+// reduction work an element), in blocks of 512 threads at up to 128 registers, one an SM
+constexpr __host__ __device__ int piped_per_thread(int elem_bytes) {
+  return elem_bytes == 2 ? 16 : kMaxPerThread;
+}
+constexpr __host__ __device__ int piped_threads_per_sm(int elem_bytes) {
+  return elem_bytes == 2 ? 512 : rowpipe::kThreadsPerSm;
+}
 
 // workspace and shared-memory column-sum rows are n rounded up to 8 floats, on both sides
 __host__ __device__ __forceinline__ int round_up(int v, int m) { return (v + m - 1) / m * m; }
@@ -253,11 +266,12 @@ constexpr __host__ __device__ int piped_gamma_bytes(int elem_bytes, int chunks, 
 // at 81% while DRAM ran at 50%.) Shared memory: the ring, then gamma (piped_gamma_bytes a
 // thread, [C * 2][threads] float4, each thread its own slots).
 template <typename T, typename W, int C, bool kAffine, bool kPartials>
-__global__ void __launch_bounds__(kMaxTpr, 1) ln_bwd_piped(const LnBwdParams p, const int tpr) {
+__global__ void __launch_bounds__(piped_threads_per_sm(sizeof(T)), 1) ln_bwd_piped(const LnBwdParams p, const int tpr) {
   constexpr int E = 16 / sizeof(T);
   constexpr int kGammaBytes = piped_gamma_bytes(sizeof(T), C, kAffine);
-  constexpr int kStages = rowpipe::ring_stages(2 * C * 16, kGammaBytes);
-  static_assert(C * E <= kMaxPerThread, "register budget");
+  constexpr int kStages =
+      rowpipe::ring_stages(2 * C * 16, kGammaBytes, piped_threads_per_sm(sizeof(T)));
+  static_assert(C * E <= piped_per_thread(sizeof(T)), "register budget");
   static_assert(!kPartials || kAffine, "column sums need affine");
   extern __shared__ float4 smem[];  // the ring and gamma; at the end the groups' column sums
   __shared__ float2 red[2][rowpipe::kMaxWarps];
@@ -528,12 +542,12 @@ cudaError_t launch_planned(Kernel kernel, const LnBwdParams &p, const LnBwdPlan 
 
 template <typename T, typename W, int C, bool kVec, bool kAffine, bool kPartials, bool kStream>
 cudaError_t launch_one(const LnBwdParams &p, const LnBwdPlan &plan, cudaStream_t s) {
+  if (plan.piped) {
+    if constexpr (kVec && !kStream && C * (16 / sizeof(T)) <= piped_per_thread(sizeof(T)))
+      return launch_planned(ln_bwd_piped<T, W, C, kAffine, kPartials>, p, plan, s);
+    return cudaErrorInvalidValue;  // the plan never asks for it
+  }
   if constexpr (C * (16 / sizeof(T)) <= kMaxPerThread) {
-    if (plan.piped) {
-      if constexpr (kVec && !kStream)
-        return launch_planned(ln_bwd_piped<T, W, C, kAffine, kPartials>, p, plan, s);
-      return cudaErrorInvalidValue;  // the plan never asks for it
-    }
     return launch_planned(ln_bwd_rows<T, W, C, kVec, kAffine, kPartials, kStream>, p, plan, s);
   } else {
     return cudaErrorInvalidValue;  // the plan never asks for it
@@ -587,8 +601,10 @@ LnBwdPlan layer_norm_bwd_plan(const LnBwdParams &p, bool partials, int sm_count)
                     p.dy_row % E == 0 && p.dx_row % E == 0;
   const int64_t n = p.n;
   const size_t sums_row = 2 * size_t(layer_norm_ws_row(p.n)) * sizeof(float);  // a group's
-  if (plan.vectorized && rowpipe::fits_rows(p.rows, n, kMaxPerThread)) {  // ln_bwd_piped
-    const rowpipe::RowShape shape = rowpipe::row_shape(n, E, kMaxPerThread);
+  const int sm_threads = piped_threads_per_sm(es), per_thread = piped_per_thread(es);
+  if (plan.vectorized && rowpipe::fits_rows(p.rows, n, per_thread) &&
+      n <= int64_t(sm_threads) * per_thread) {  // ln_bwd_piped
+    const rowpipe::RowShape shape = rowpipe::row_shape(n, E, per_thread);
     plan.piped = true;
     plan.tpr = shape.tpr;
     plan.chunks = shape.chunks;
@@ -596,12 +612,13 @@ LnBwdPlan layer_norm_bwd_plan(const LnBwdParams &p, bool partials, int sm_count)
     const int vecs = 2 * plan.chunks;  // x and dy
     const int gamma_bytes = piped_gamma_bytes(es, plan.chunks, p.affine);
     const size_t ring =
-        rowpipe::ring_bytes(rowpipe::ring_stages(vecs * 16, gamma_bytes), shape.threads, vecs) +
+        rowpipe::ring_bytes(rowpipe::ring_stages(vecs * 16, gamma_bytes, sm_threads), shape.threads,
+                            vecs) +
         size_t(gamma_bytes) * shape.threads;
     // the groups' column sums reuse the ring at the end
     const size_t sums = partials ? size_t(shape.threads / shape.tpr) * sums_row : 0;
     plan.smem_bytes = std::max(ring, sums);
-    plan.parts = rowpipe::resident_grid(p.rows, shape, plan.smem_bytes, sm_count);
+    plan.parts = rowpipe::resident_grid(p.rows, shape, plan.smem_bytes, sm_count, sm_threads);
     plan.grid = dim3(unsigned(plan.parts));
     return plan;
   }

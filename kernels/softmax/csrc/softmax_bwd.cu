@@ -49,6 +49,15 @@ constexpr int kWarpRows = 4;      // rows (warps) per block of the warp-per-row 
 constexpr int kMaxChunks = 8;     // C: 16-byte vectors of y and of dy per thread
 constexpr int kMaxThreads = 512;  // threads of the block-per-row kernel with C >= 4
 constexpr int kMaxThreadsC2 = 1024;  // ... with C <= 2 (at most 64 registers a thread)
+// ... with C <= 2 and 16-bit elements: at most 512 threads, 3 blocks an SM (<= 40
+// registers). On the H200 at 4096x8192 bf16 (512 threads a row) 3 resident rows an SM
+// instead of 2 gave 0.82 -> 0.87 of the copy bandwidth (0.87 -> 0.90 with dropout); fp32
+// rows lost with it (0.88 -> 0.84: 1024-thread rows went to C = 8), so they keep 1024.
+constexpr int kMaxThreadsC2Half = 512;
+constexpr int kBlocksC2Half = 3;
+constexpr __host__ __device__ int max_threads_c2(int elem_bytes) {
+  return elem_bytes == 2 ? kMaxThreadsC2Half : kMaxThreadsC2;
+}
 // ... on the scalar path: 16-bit elements loaded one by one sit in a register each until
 // packed, so a thread needs up to ~160 registers there (512 threads would cap it at 128)
 constexpr int kMaxThreadsScalar = 256;
@@ -193,7 +202,8 @@ __device__ __forceinline__ float row_sum(float v) {
 template <typename T, int C, bool kWarp, bool kVec, bool kDrop, bool kStream>
 __global__ void __launch_bounds__(kWarp ? 32 * kWarpRows
                                   : !kVec ? kMaxThreadsScalar
-                                  : C <= 2 ? kMaxThreadsC2 : kMaxThreads)
+                                  : C <= 2 ? max_threads_c2(sizeof(T)) : kMaxThreads,
+                                  !kWarp && kVec && C <= 2 && sizeof(T) == 2 ? kBlocksC2Half : 1)
 softmax_bwd_kernel(const SoftmaxBwdParams p) {
   constexpr int V = Vec<T>::V;
   const int tpr = kWarp ? 32 : int(blockDim.x);
@@ -337,7 +347,7 @@ SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p) {
     plan.block = dim3(32 * kWarpRows);
   } else {
     int tpr;
-    if (plan.vectorized && nv <= 2 * kMaxThreadsC2) {  // C = 2, as many threads as needed
+    if (plan.vectorized && nv <= 2 * max_threads_c2(es)) {  // C = 2, as many threads as needed
       tpr = std::max(128, pow2_ceil((nv + 1) / 2));
       plan.chunks = 2;
     } else {

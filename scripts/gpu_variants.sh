@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One device call timing kernel variants (scripts/kernel_variants.py) of one or more ops,
+# each file's variants beside the op's shipped kernel in one suite run; logs and parquet
+# under LOGS (default $OUT).
+#   device run: bash scripts/gpu_variants.sh OP=FILE[@CASE] ...
+#   e.g. bash scripts/gpu_variants.sh softmax=benchmarks/variants/softmax_occupancy.toml \
+#        causal_conv1d=benchmarks/variants/conv1d_cf_ring.toml@-cf-
+#   REPEATS (determinism repeats, default 3), VARIANT_TIMEOUT (seconds a file, default 300)
+set -uo pipefail
+export PYTHONPATH="${PYTHONPATH:-.}" PYTHONUNBUFFERED=1 BWD_SUITE_CACHE="${BWD_SUITE_CACHE:-$OUT/cache}"
+logs="${LOGS:-$OUT}"; mkdir -p "$logs"
+python3 -m suite calibrate
+for spec in "$@"; do
+  op=${spec%%=*}; rest=${spec#*=}; file=${rest%%@*}
+  case_args=(); [[ $rest == *@* ]] && case_args=(--case "${rest#*@}")
+  name=$(basename "$file" .toml)
+  timeout "${VARIANT_TIMEOUT:-300}" python3 scripts/kernel_variants.py --op "$op" \
+    --variants "$file" "${case_args[@]}" --repeats "${REPEATS:-3}" \
+    --output "$logs/variants_$name.parquet" > "$logs/variants_$name.log" 2>&1
+  echo "variants $name exit $?"; grep -v "^building" "$logs/variants_$name.log" | tail -25 | cut -c1-220
+done
