@@ -12,7 +12,7 @@ logs="${LOGS:-$OUT}"; mkdir -p "$logs"
 python3 -m suite calibrate
 for spec in "$@"; do
   op=${spec%%=*}; rest=${spec#*=}; file=${rest%%@*}
-  case_args=(); [[ $rest == *@* ]] && case_args=(--case "${rest#*@}")
+  case_args=(); [[ $rest == *@* ]] && case_args=("--case=${rest#*@}")  # = : a case may start with -
   name=$(basename "$file" .toml)
   timeout "${VARIANT_TIMEOUT:-300}" python3 scripts/kernel_variants.py --op "$op" \
     --variants "$file" "${case_args[@]}" --repeats "${REPEATS:-3}" \
