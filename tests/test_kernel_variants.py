@@ -3,6 +3,7 @@ name the variant and file, edits apply exactly once to a copy of the op's source
 kernels/ itself), and a variant implementation runs the shipped adapter on the variant's
 extension, restoring the shipped one after every call. (Building and timing need a GPU.)"""
 
+import difflib
 import importlib.util
 import sys
 import types
@@ -100,17 +101,22 @@ def test_variant_runs_the_adapter_on_its_extension(kv):
 
 
 def test_patch_variant_applies_to_the_copy_and_bad_patches_are_refused(kv, tmp_path):
-    """The repository's own patch variant fits main's sources (so it stays runnable), and a
-    hunk that does not fit is refused naming the variant, leaving nothing half-applied."""
-    v, = kv.load_variants(ROOT / "benchmarks/variants/conv1d_cf_ring.toml")
-    csrc = kv.write_sources(v, "causal_conv1d", tmp_path / "ok")
-    text = (csrc / "conv1d_bwd.cu").read_text()
-    assert "conv1d_bwd_rows_ring" in text
-    assert "conv1d_bwd_rows_ring" not in (ROOT / "kernels/causal_conv1d/csrc/conv1d_bwd.cu").read_text()
+    """A patch variant is applied to the copy (never to kernels/), and a hunk that does not
+    fit is refused naming the variant."""
+    rel = "kernels/softmax/csrc/softmax_bwd.cu"
+    shipped = (ROOT / rel).read_text()
+    changed = shipped.replace(OLD, "constexpr int kWarpRows = 8;")
+    diff = "".join(difflib.unified_diff(shipped.splitlines(True), changed.splitlines(True),
+                                        f"a/{rel}", f"b/{rel}"))
+    (tmp_path / "rows8.patch").write_text(f"# a comment line first\ndiff --git a/{rel} b/{rel}\n{diff}")
+    (tmp_path / "v.toml").write_text('[[variant]]\nname = "rows8"\npatch = "rows8.patch"\n')
+    v, = kv.load_variants(tmp_path / "v.toml")
+    csrc = kv.write_sources(v, "softmax", tmp_path / "ok")
+    assert "constexpr int kWarpRows = 8;" in (csrc / "softmax_bwd.cu").read_text()
+    assert OLD in (ROOT / rel).read_text()  # shipped intact
     bad = tmp_path / "bad.patch"
-    bad.write_text(v.patch.read_text().replace("//  - channel-first (time contiguous)",
-                                               "//  - no such context line"))
-    with pytest.raises(SuiteInputError, match="cf_ring.*does not apply"):
-        kv.write_sources(kv.Variant("cf_ring", "", [], bad), "causal_conv1d", tmp_path / "bad")
+    bad.write_text((tmp_path / "rows8.patch").read_text().replace(OLD, "constexpr int kNoSuch = 4;"))
+    with pytest.raises(SuiteInputError, match="rows8.*does not apply"):
+        kv.write_sources(kv.Variant("rows8", "", [], bad), "softmax", tmp_path / "bad")
     with pytest.raises(SuiteInputError, match="patch .*missing.patch is not a file"):
         kv.load_variants(_toml(tmp_path, '[[variant]]\nname = "a"\npatch = "missing.patch"\n'))

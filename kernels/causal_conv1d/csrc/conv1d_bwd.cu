@@ -9,8 +9,10 @@
 //
 // Two kernels by memory layout of x:
 //  - channel-first (time contiguous): a warp scans a span of one (batch, channel) row in
-//    tiles of 32 lanes x 16 bytes, prefetching the next tile; halos come from neighbour
-//    lanes through shuffles, and from memory only at the span's two ends.
+//    tiles of 32 lanes x 16 bytes; halos come from neighbour lanes through shuffles, and
+//    from memory only at the span's two ends. Vectorized rows without seq_idx stream the
+//    tiles through a per-warp shared-memory ring (cp.async, 3 tiles in flight beyond the
+//    next); the others prefetch the next tile into registers.
 //  - channel-last (channel contiguous): a thread owns 4 consecutive channels and scans a
 //    segment of time, keeping the last K inputs and gradients in registers; a warp reads
 //    4 x 32 consecutive channels per step (coalesced), 4 steps loaded ahead; halo steps
@@ -23,6 +25,7 @@
 #include <algorithm>
 
 #include "../../common/csrc/convert.cuh"
+#include "../../common/csrc/row_pipeline.cuh"
 #include "conv1d_bwd.h"
 
 namespace {
@@ -118,54 +121,47 @@ __device__ __forceinline__ void load_lane(const ConvBwdParams &p, const T *x, co
   for (int i = 0; i < E; ++i) out.id[i] = kSeq ? id_at(p, b, ts + i) : 0;
 }
 
-// A warp scans a span of consecutive tiles (32 lanes x E steps each) of one (batch,
-// channel) row. The next tile is loaded before the current one is computed; halos come
-// from neighbour lanes, across tiles from lane 31 of the previous tile and lane 0 of the
-// prefetched next tile, and from memory only at the span's two ends.
-template <typename T, int K, bool kVec, bool kSeq>
-__global__ void __launch_bounds__(128)
-conv1d_bwd_rows(const ConvBwdParams p, const int tiles_per_span) {
+// The per-row state of a warp's scan: weights, bias, the left halo carried from the previous
+// tile, and the lane's dweight/dbias partial sums.
+template <int K> struct RowScan {
+  float w[K], bias;
+  float carry_x[K - 1];  // x and ids of the H steps before lane 0's first step
+  int carry_id[K - 1];
+  float dw[K], db;
+};
+
+template <typename T, int K, bool kSeq>
+__device__ __forceinline__ void start_row(const ConvBwdParams &p, int b, int c, int tile_begin,
+                                          RowScan<K> &r) {
   constexpr int H = K - 1;
-  constexpr int E = 16 / sizeof(T);  // steps per lane: one 16-byte vector
-  constexpr int kTile = 32 * E;
-  const int L = p.seqlen;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + warp;
-  if (row >= int64_t(p.batch) * p.dim) return;  // whole warp: no shuffles left behind
-  const int b = int(row / p.dim), c = int(row % p.dim);
-  const int ntiles = (L + kTile - 1) / kTile;
-  const int tile_begin = blockIdx.y * tiles_per_span;
-  const int tile_end = min(tile_begin + tiles_per_span, ntiles);
-
-  const T *x = static_cast<const T *>(p.x) + b * p.x_b + c * p.x_d;
-  const T *dout = static_cast<const T *>(p.dout) + b * p.dout_b + c * p.dout_d;
-  T *dx = static_cast<T *>(p.dx) + b * p.dx_b + c * p.dx_d;
-
-  float w[K];
+  constexpr int kTile = 32 * (16 / int(sizeof(T)));
 #pragma unroll
-  for (int k = 0; k < K; ++k) w[k] = load_w(p.weight, p.w_dtype, c * p.w_d + k * p.w_k);
-  const float bias = p.has_bias ? load_w(p.bias, p.w_dtype, c * p.bias_d) : 0.f;
-
-  // x and ids of the H steps before this lane's first step, for lane 0 of the next tile
-  float carry_x[H];
-  int carry_id[H];
-  {
-    const int tl = tile_begin * kTile - H;
-#pragma unroll
-    for (int h = 0; h < H; ++h) {
-      carry_x[h] = x_at<T>(p, b, c, tl + h);
-      carry_id[h] = kSeq ? id_at(p, b, tl + h) : 0;
-    }
+  for (int k = 0; k < K; ++k) {
+    r.w[k] = load_w(p.weight, p.w_dtype, c * p.w_d + k * p.w_k);
+    r.dw[k] = 0.f;
   }
+  r.bias = p.has_bias ? load_w(p.bias, p.w_dtype, c * p.bias_d) : 0.f;
+  r.db = 0.f;
+  const int tl = tile_begin * kTile - H;
+#pragma unroll
+  for (int h = 0; h < H; ++h) {
+    r.carry_x[h] = x_at<T>(p, b, c, tl + h);
+    r.carry_id[h] = kSeq ? id_at(p, b, tl + h) : 0;
+  }
+}
 
-  float dw[K] = {}, db = 0.f;
-  LaneTile<E> cur, nxt;
-  load_lane<T, E, kVec, kSeq>(p, x, dout, b, min(tile_begin * kTile + lane * E, L), cur);
-  for (int tile = tile_begin; tile < tile_end; ++tile) {
-    const int ts = min(tile * kTile + lane * E, L);  // lanes past the end compute zeros
-    const bool has_next = tile + 1 < tile_end;
-    if (has_next) load_lane<T, E, kVec, kSeq>(p, x, dout, b, min(ts + kTile, L), nxt);
-
+// One tile of a warp's scan: the lane's E steps at ts (cur), with the next tile's (nxt:
+// only lane 0's first H steps are used, for lane 31's right halo) when has_next. Writes
+// dx, adds to the lane's dweight/dbias partials, carries the left halo on.
+template <typename T, int K, bool kVec, bool kSeq>
+__device__ __forceinline__ void scan_tile(const ConvBwdParams &p, const T *dout, T *dx, int b,
+                                          int c, int ts, bool has_next,
+                                          const LaneTile<16 / sizeof(T)> &cur,
+                                          const LaneTile<16 / sizeof(T)> &nxt, RowScan<K> &r) {
+  constexpr int H = K - 1;
+  constexpr int E = 16 / sizeof(T);
+  const int L = p.seqlen;
+  const int lane = threadIdx.x % 32;
     // windows: xw[m] is x at ts - H + m, gw[j] dout (then g') at ts + j, idw like xw
     float xw[E + 2 * H], gw[E + H];
     int idw[E + 2 * H];
@@ -179,8 +175,8 @@ conv1d_bwd_rows(const ConvBwdParams p, const int tiles_per_span) {
     for (int h = 0; h < H; ++h) {
       const float xl = __shfl_up_sync(kFullMask, cur.x[E - H + h], 1);
       const int il = __shfl_up_sync(kFullMask, cur.id[E - H + h], 1);
-      xw[h] = lane == 0 ? carry_x[h] : xl;
-      idw[h] = lane == 0 ? carry_id[h] : il;
+      xw[h] = lane == 0 ? r.carry_x[h] : xl;
+      idw[h] = lane == 0 ? r.carry_id[h] : il;
       // right halo: the next lane's first steps; lane 31 takes lane 0's of the next tile
       float xr = __shfl_down_sync(kFullMask, cur.x[h], 1);
       float gr = __shfl_down_sync(kFullMask, cur.g[h], 1);
@@ -206,8 +202,8 @@ conv1d_bwd_rows(const ConvBwdParams p, const int tiles_per_span) {
     }
 #pragma unroll
     for (int h = 0; h < H; ++h) {
-      carry_x[h] = __shfl_sync(kFullMask, cur.x[E - H + h], 31);
-      carry_id[h] = __shfl_sync(kFullMask, cur.id[E - H + h], 31);
+      r.carry_x[h] = __shfl_sync(kFullMask, cur.x[E - H + h], 31);
+      r.carry_id[h] = __shfl_sync(kFullMask, cur.id[E - H + h], 31);
     }
 
     // g' for outputs ts .. ts + E + H - 1 (the last H belong to the next lane; recomputed)
@@ -218,19 +214,19 @@ conv1d_bwd_rows(const ConvBwdParams p, const int tiles_per_span) {
       if (ts + j >= L || (kSeq && id < 0)) {
         g = 0.f;
       } else if (p.silu) {
-        float pre = bias;
+        float pre = r.bias;
 #pragma unroll
-        for (int k = 0; k < K; ++k) pre += (!kSeq || idw[j + k] == id ? w[k] * xw[j + k] : 0.f);
+        for (int k = 0; k < K; ++k) pre += (!kSeq || idw[j + k] == id ? r.w[k] * xw[j + k] : 0.f);
         g = silu_grad(g, pre);
       }
       gw[j] = g;
     }
 #pragma unroll
     for (int j = 0; j < E; ++j) {
-      db += gw[j];
+      r.db += gw[j];
 #pragma unroll
       for (int k = 0; k < K; ++k)
-        dw[k] += (!kSeq || idw[j + k] == idw[j + H] ? gw[j] * xw[j + k] : 0.f);
+        r.dw[k] += (!kSeq || idw[j + k] == idw[j + H] ? gw[j] * xw[j + k] : 0.f);
     }
 
     float dxo[E];
@@ -240,7 +236,7 @@ conv1d_bwd_rows(const ConvBwdParams p, const int tiles_per_span) {
       float acc = 0.f;
 #pragma unroll
       for (int k = 0; k < K; ++k)
-        acc += (!kSeq || idw[i + 2 * H - k] == id ? w[k] * gw[i + H - k] : 0.f);
+        acc += (!kSeq || idw[i + 2 * H - k] == id ? r.w[k] * gw[i + H - k] : 0.f);
       const int j = ts + i - (L - H);  // dfinal_states slot this step was copied to
       if (p.has_dfinal && j >= 0 && ts + i < L) acc += dfinal_at<T>(p, b, c, j);
       dxo[i] = acc;
@@ -253,23 +249,133 @@ conv1d_bwd_rows(const ConvBwdParams p, const int tiles_per_span) {
         if (ts + i < L) dx[int64_t(ts + i) * p.dx_t] = from_f<T>(dxo[i]);
     }
 
-    cur = nxt;
-  }
+}
 
-  // fixed-order warp reduction; one workspace row per (batch, span)
+// The lane's dweight/dbias partials, summed over the warp in a fixed order, into the
+// workspace row of (batch, span).
+template <int K>
+__device__ __forceinline__ void finish_row(const ConvBwdParams &p, int b, int c, RowScan<K> &r) {
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) {
-    db += __shfl_xor_sync(kFullMask, db, off);
+    r.db += __shfl_xor_sync(kFullMask, r.db, off);
 #pragma unroll
-    for (int k = 0; k < K; ++k) dw[k] += __shfl_xor_sync(kFullMask, dw[k], off);
+    for (int k = 0; k < K; ++k) r.dw[k] += __shfl_xor_sync(kFullMask, r.dw[k], off);
   }
-  if (lane == 0) {
+  if (threadIdx.x % 32 == 0) {
     const int64_t part = int64_t(b) * gridDim.y + blockIdx.y;
     float *ws = p.ws + (part * p.dim + c) * (K + 1);
 #pragma unroll
-    for (int k = 0; k < K; ++k) ws[k] = dw[k];
-    ws[K] = db;
+    for (int k = 0; k < K; ++k) ws[k] = r.dw[k];
+    ws[K] = r.db;
   }
+}
+
+// A warp scans a span of consecutive tiles (32 lanes x E steps each) of one (batch,
+// channel) row. The next tile is loaded before the current one is computed; halos come
+// from neighbour lanes, across tiles from lane 31 of the previous tile and lane 0 of the
+// prefetched next tile, and from memory only at the span's two ends.
+template <typename T, int K, bool kVec, bool kSeq>
+__global__ void __launch_bounds__(128)
+conv1d_bwd_rows(const ConvBwdParams p, const int tiles_per_span) {
+  constexpr int E = 16 / sizeof(T);  // steps per lane: one 16-byte vector
+  constexpr int kTile = 32 * E;
+  const int L = p.seqlen;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + warp;
+  if (row >= int64_t(p.batch) * p.dim) return;  // whole warp: no shuffles left behind
+  const int b = int(row / p.dim), c = int(row % p.dim);
+  const int ntiles = (L + kTile - 1) / kTile;
+  const int tile_begin = blockIdx.y * tiles_per_span;
+  const int tile_end = min(tile_begin + tiles_per_span, ntiles);
+
+  const T *x = static_cast<const T *>(p.x) + b * p.x_b + c * p.x_d;
+  const T *dout = static_cast<const T *>(p.dout) + b * p.dout_b + c * p.dout_d;
+  T *dx = static_cast<T *>(p.dx) + b * p.dx_b + c * p.dx_d;
+
+  RowScan<K> r;
+  start_row<T, K, kSeq>(p, b, c, tile_begin, r);
+  LaneTile<E> cur, nxt;
+  load_lane<T, E, kVec, kSeq>(p, x, dout, b, min(tile_begin * kTile + lane * E, L), cur);
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    const int ts = min(tile * kTile + lane * E, L);  // lanes past the end compute zeros
+    const bool has_next = tile + 1 < tile_end;
+    if (has_next) load_lane<T, E, kVec, kSeq>(p, x, dout, b, min(ts + kTile, L), nxt);
+    scan_tile<T, K, kVec, kSeq>(p, dout, dx, b, c, ts, has_next, cur, nxt, r);
+    cur = nxt;
+  }
+  finish_row<K>(p, b, c, r);
+}
+
+// Vectorized rows without seq_idx: the same scan, the warp's tiles streaming through its
+// own shared-memory ring (cp.async, kRowStages tiles), so that kRowStages - 2 tiles beyond
+// the next are in flight while one is computed (conv1d_bwd_rows has one: a warp's 1 KiB,
+// some 16 KiB an SM at its register count).
+constexpr int kRowStages = 5;
+constexpr int kRowWarps = 4;  // warps of a block
+
+template <typename T, int K>
+__global__ void __launch_bounds__(32 * kRowWarps)
+conv1d_bwd_rows_ring(const ConvBwdParams p, const int tiles_per_span) {
+  constexpr int E = 16 / sizeof(T);
+  constexpr int kTile = 32 * E;
+  // [warp][stage][x, dout][lane] 16-byte slots
+  __shared__ uint4 ring[kRowWarps][kRowStages][2][32];
+  const int L = p.seqlen;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = int64_t(blockIdx.x) * kRowWarps + warp;
+  if (row >= int64_t(p.batch) * p.dim) return;  // whole warp: no shuffles left behind
+  const int b = int(row / p.dim), c = int(row % p.dim);
+  const int ntiles = (L + kTile - 1) / kTile;
+  const int tile_begin = blockIdx.y * tiles_per_span;
+  const int tile_end = min(tile_begin + tiles_per_span, ntiles);
+
+  const T *x = static_cast<const T *>(p.x) + b * p.x_b + c * p.x_d;
+  const T *dout = static_cast<const T *>(p.dout) + b * p.dout_b + c * p.dout_d;
+  T *dx = static_cast<T *>(p.dx) + b * p.dx_b + c * p.dx_d;
+  const unsigned slot0 = rowpipe::smem_addr(&ring[warp][0][0][lane]);
+  constexpr unsigned kStageBytes = 2 * 32 * 16, kHalfBytes = 32 * 16;
+
+  auto issue = [&](int tile, int s) {  // the lane's 16 bytes of x and dout of a tile
+    if (tile < tile_end) {
+      const int ts = min(tile * kTile + lane * E, L);
+      const int bytes = rowpipe::bytes_before(ts, L, E, sizeof(T));
+      rowpipe::cp_async16(slot0 + s * kStageBytes, bytes ? x + ts : x, bytes);
+      rowpipe::cp_async16(slot0 + s * kStageBytes + kHalfBytes, bytes ? dout + ts : dout, bytes);
+    }
+    rowpipe::cp_async_commit();  // empty groups too: the waits count groups
+  };
+  auto read = [&](int s, LaneTile<E> &t) {
+    union { uint4 u; T e[E]; } vx, vg;
+    vx.u = rowpipe::lds16(slot0 + s * kStageBytes);
+    vg.u = rowpipe::lds16(slot0 + s * kStageBytes + kHalfBytes);
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      t.x[i] = to_f<T>(vx.e[i]);
+      t.g[i] = to_f<T>(vg.e[i]);
+      t.id[i] = 0;
+    }
+  };
+
+  RowScan<K> r;
+  start_row<T, K, false>(p, b, c, tile_begin, r);
+#pragma unroll
+  for (int s = 0; s < kRowStages - 1; ++s) issue(tile_begin + s, s);
+  int stage = 0;
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    const int ts = min(tile * kTile + lane * E, L);  // lanes past the end compute zeros
+    const bool has_next = tile + 1 < tile_end;
+    // the previous tile's stage is free: only this lane reads its slots, and it read them
+    // before this point
+    issue(tile + kRowStages - 1, stage == 0 ? kRowStages - 1 : stage - 1);
+    rowpipe::cp_async_wait<kRowStages - 2>();  // this tile and the next are complete
+    LaneTile<E> cur, nxt;
+    read(stage, cur);
+    if (has_next) read(stage + 1 == kRowStages ? 0 : stage + 1, nxt);
+    scan_tile<T, K, true, false>(p, dout, dx, b, c, ts, has_next, cur, nxt, r);
+    stage = stage + 1 == kRowStages ? 0 : stage + 1;
+  }
+  rowpipe::cp_async_wait<0>();
+  finish_row<K>(p, b, c, r);
 }
 
 // ------------------------------------------------------------------ channel-last
@@ -516,7 +622,9 @@ int elem_size(DType dt) { return dt == DType::kFloat32 ? 4 : 2; }
 
 template <typename T, int K, bool kVec, bool kSeq>
 void launch_main(const ConvBwdParams &p, const ConvBwdPlan &plan, cudaStream_t s) {
-  if (plan.channel_first)
+  if (plan.channel_first && kVec && !kSeq)
+    conv1d_bwd_rows_ring<T, K><<<plan.grid, plan.block, 0, s>>>(p, plan.tiles_per_span);
+  else if (plan.channel_first)
     conv1d_bwd_rows<T, K, kVec, kSeq><<<plan.grid, plan.block, 0, s>>>(p, plan.tiles_per_span);
   else
     conv1d_bwd_scan<T, K, kVec, kSeq><<<plan.grid, plan.block, 0, s>>>(p, plan.seg_len);
