@@ -92,9 +92,16 @@ def write_sources(variant: Variant, op: str, root: Path) -> Path:
         shutil.copytree(KERNELS / part, root / "kernels" / part)
     if variant.patch is not None:
         # Outside a repository git apply works on plain files; it changes nothing unless
-        # every hunk fits, and names the hunk that does not.
-        done = subprocess.run(["git", "apply", "--whitespace=nowarn", str(variant.patch.resolve())],
-                              cwd=root, capture_output=True, text=True)
+        # every hunk fits, and names the hunk that does not. Only this op's and the common
+        # files are taken: one patch may serve several ops.
+        apply = ["git", "apply", "--whitespace=nowarn", f"--include=kernels/{op}/csrc/*",
+                 "--include=kernels/common/csrc/*", str(variant.patch.resolve())]
+        touched = subprocess.run(apply[:2] + ["--numstat"] + apply[2:], cwd=root,
+                                 capture_output=True, text=True)
+        if not touched.returncode and not touched.stdout.strip():
+            raise SuiteInputError(f"variant {variant.name}, {variant.patch}",
+                                  f"changes no file of kernels/{op}/csrc or common/csrc")
+        done = subprocess.run(apply, cwd=root, capture_output=True, text=True)
         if done.returncode:
             raise SuiteInputError(f"variant {variant.name}, {variant.patch}",
                                   f"does not apply to kernels/{op}/csrc or common/csrc: "

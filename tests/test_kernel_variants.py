@@ -118,5 +118,7 @@ def test_patch_variant_applies_to_the_copy_and_bad_patches_are_refused(kv, tmp_p
     bad.write_text((tmp_path / "rows8.patch").read_text().replace(OLD, "constexpr int kNoSuch = 4;"))
     with pytest.raises(SuiteInputError, match="rows8.*does not apply"):
         kv.write_sources(kv.Variant("rows8", "", [], bad), "softmax", tmp_path / "bad")
+    with pytest.raises(SuiteInputError, match="changes no file of kernels/layer_norm"):
+        kv.write_sources(v, "layer_norm", tmp_path / "other")  # another op's patch
     with pytest.raises(SuiteInputError, match="patch .*missing.patch is not a file"):
         kv.load_variants(_toml(tmp_path, '[[variant]]\nname = "a"\npatch = "missing.patch"\n'))
