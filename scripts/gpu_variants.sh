@@ -3,8 +3,8 @@
 # each file's variants beside the op's shipped kernel in one suite run; logs and parquet
 # under LOGS (default $OUT).
 #   device run: bash scripts/gpu_variants.sh OP=FILE[@CASE] ...
-#   e.g. bash scripts/gpu_variants.sh softmax=benchmarks/variants/softmax_occupancy.toml \
-#        causal_conv1d=benchmarks/variants/conv1d_cf_ring.toml@-cf-
+#   e.g. bash scripts/gpu_variants.sh softmax=benchmarks/variants/my_idea.toml \
+#        causal_conv1d=benchmarks/variants/other_idea.toml@-cf-   (@: only case ids with -cf-)
 #   REPEATS (determinism repeats, default 3), VARIANT_TIMEOUT (seconds a file, default 300)
 set -uo pipefail
 export PYTHONPATH="${PYTHONPATH:-.}" PYTHONUNBUFFERED=1 BWD_SUITE_CACHE="${BWD_SUITE_CACHE:-$OUT/cache}"

@@ -121,6 +121,29 @@ __device__ __forceinline__ void load_lane(const ConvBwdParams &p, const T *x, co
   for (int i = 0; i < E; ++i) out.id[i] = kSeq ? id_at(p, b, ts + i) : 0;
 }
 
+// The (batch, channel) row a warp scans and its span of tiles (grid y), with the row's
+// x, dout and dx; false past the last row.
+template <typename T> struct RowSpan {
+  int b, c, tile_begin, tile_end;
+  const T *x, *dout;
+  T *dx;
+};
+template <typename T>
+__device__ __forceinline__ bool row_span(const ConvBwdParams &p, int64_t row, int tiles_per_span,
+                                         RowSpan<T> &s) {
+  constexpr int kTile = 32 * (16 / int(sizeof(T)));
+  if (row >= int64_t(p.batch) * p.dim) return false;
+  s.b = int(row / p.dim);
+  s.c = int(row % p.dim);
+  const int ntiles = (p.seqlen + kTile - 1) / kTile;
+  s.tile_begin = blockIdx.y * tiles_per_span;
+  s.tile_end = min(s.tile_begin + tiles_per_span, ntiles);
+  s.x = static_cast<const T *>(p.x) + s.b * p.x_b + s.c * p.x_d;
+  s.dout = static_cast<const T *>(p.dout) + s.b * p.dout_b + s.c * p.dout_d;
+  s.dx = static_cast<T *>(p.dx) + s.b * p.dx_b + s.c * p.dx_d;
+  return true;
+}
+
 // The per-row state of a warp's scan: weights, bias, the left halo carried from the previous
 // tile, and the lane's dweight/dbias partial sums.
 template <int K> struct RowScan {
@@ -281,16 +304,12 @@ conv1d_bwd_rows(const ConvBwdParams p, const int tiles_per_span) {
   constexpr int kTile = 32 * E;
   const int L = p.seqlen;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + warp;
-  if (row >= int64_t(p.batch) * p.dim) return;  // whole warp: no shuffles left behind
-  const int b = int(row / p.dim), c = int(row % p.dim);
-  const int ntiles = (L + kTile - 1) / kTile;
-  const int tile_begin = blockIdx.y * tiles_per_span;
-  const int tile_end = min(tile_begin + tiles_per_span, ntiles);
-
-  const T *x = static_cast<const T *>(p.x) + b * p.x_b + c * p.x_d;
-  const T *dout = static_cast<const T *>(p.dout) + b * p.dout_b + c * p.dout_d;
-  T *dx = static_cast<T *>(p.dx) + b * p.dx_b + c * p.dx_d;
+  RowSpan<T> span;
+  // whole warps return: no shuffles left behind
+  if (!row_span(p, int64_t(blockIdx.x) * (blockDim.x / 32) + warp, tiles_per_span, span)) return;
+  const int b = span.b, c = span.c, tile_begin = span.tile_begin, tile_end = span.tile_end;
+  const T *x = span.x, *dout = span.dout;
+  T *dx = span.dx;
 
   RowScan<K> r;
   start_row<T, K, kSeq>(p, b, c, tile_begin, r);
@@ -322,16 +341,12 @@ conv1d_bwd_rows_ring(const ConvBwdParams p, const int tiles_per_span) {
   __shared__ uint4 ring[kRowWarps][kRowStages][2][32];
   const int L = p.seqlen;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row = int64_t(blockIdx.x) * kRowWarps + warp;
-  if (row >= int64_t(p.batch) * p.dim) return;  // whole warp: no shuffles left behind
-  const int b = int(row / p.dim), c = int(row % p.dim);
-  const int ntiles = (L + kTile - 1) / kTile;
-  const int tile_begin = blockIdx.y * tiles_per_span;
-  const int tile_end = min(tile_begin + tiles_per_span, ntiles);
-
-  const T *x = static_cast<const T *>(p.x) + b * p.x_b + c * p.x_d;
-  const T *dout = static_cast<const T *>(p.dout) + b * p.dout_b + c * p.dout_d;
-  T *dx = static_cast<T *>(p.dx) + b * p.dx_b + c * p.dx_d;
+  RowSpan<T> span;
+  // whole warps return: no shuffles left behind
+  if (!row_span(p, int64_t(blockIdx.x) * kRowWarps + warp, tiles_per_span, span)) return;
+  const int b = span.b, c = span.c, tile_begin = span.tile_begin, tile_end = span.tile_end;
+  const T *x = span.x, *dout = span.dout;
+  T *dx = span.dx;
   const unsigned slot0 = rowpipe::smem_addr(&ring[warp][0][0][lane]);
   constexpr unsigned kStageBytes = 2 * 32 * 16, kHalfBytes = 32 * 16;
 
