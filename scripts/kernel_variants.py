@@ -149,9 +149,8 @@ def main(argv=None) -> int:
     import importlib
 
     import torch
-    from torch.utils.cpp_extension import load
 
-    from kernels.cuda_build import NVCC_FLAGS, cuda_arch
+    from kernels.cuda_build import load_extension
     from suite import registry, results, roofline, summary
     from suite.cases import load_cases
     from suite.runner import RunOptions, run_case
@@ -165,14 +164,11 @@ def main(argv=None) -> int:
         raise SuiteInputError("--case", f"no {a.op} case of profile {a.profile} matches")
     if not torch.cuda.is_available():
         raise SuiteInputError("--op", "variants build and run on a CUDA device only")
-    arch = cuda_arch()
 
-    def build(v, csrc):
-        sources = [str(csrc / Path(s).name) for s in module.SOURCES]
+    def build(v, csrc):  # the shipped build (flags, architecture), on the variant's sources
         print(f"building {v.name} ...", file=sys.stderr, flush=True)
-        return load(name=f"bwd_variant_{a.op}_{v.name}_sm{arch}", sources=sources,
-                    extra_include_paths=[str(csrc)], extra_cflags=["-O3"],
-                    extra_cuda_cflags=NVCC_FLAGS + [f"-gencode=arch=compute_{arch},code=sm_{arch}"])
+        return load_extension(f"bwd_variant_{a.op}_{v.name}",
+                              [csrc / Path(s).name for s in module.SOURCES])
 
     with tempfile.TemporaryDirectory() as tmp:
         dirs = [write_sources(v, a.op, Path(tmp) / v.name) for v in variants]
