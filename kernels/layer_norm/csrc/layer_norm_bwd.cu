@@ -257,6 +257,13 @@ constexpr __host__ __device__ int piped_gamma_bytes(int elem_bytes, int chunks, 
   return elem_bytes == 2 && affine ? chunks * 8 * 4 : 0;
 }
 
+// Ring stages of ln_bwd_piped, each x and dy of `chunks` vectors a thread: one expression
+// for the kernel and its host plan, which must agree.
+constexpr __host__ __device__ int piped_stages(int elem_bytes, int chunks, bool affine) {
+  return rowpipe::ring_stages(2 * chunks * 16, piped_gamma_bytes(elem_bytes, chunks, affine),
+                              piped_threads_per_sm(elem_bytes));
+}
+
 // Vectorized rows a group holds (n <= 8192). T: dtype of x, dy, dx; W: dtype of gamma
 // (float when not kAffine); C: 16-byte vectors per thread and row; kPartials: dgamma/dbeta
 // column sums into the workspace (off when only dx is asked for). A thread keeps its
@@ -269,8 +276,7 @@ template <typename T, typename W, int C, bool kAffine, bool kPartials>
 __global__ void __launch_bounds__(piped_threads_per_sm(sizeof(T)), 1) ln_bwd_piped(const LnBwdParams p, const int tpr) {
   constexpr int E = 16 / sizeof(T);
   constexpr int kGammaBytes = piped_gamma_bytes(sizeof(T), C, kAffine);
-  constexpr int kStages =
-      rowpipe::ring_stages(2 * C * 16, kGammaBytes, piped_threads_per_sm(sizeof(T)));
+  constexpr int kStages = piped_stages(sizeof(T), C, kAffine);
   static_assert(C * E <= piped_per_thread(sizeof(T)), "register budget");
   static_assert(!kPartials || kAffine, "column sums need affine");
   extern __shared__ float4 smem[];  // the ring and gamma; at the end the groups' column sums
@@ -612,8 +618,7 @@ LnBwdPlan layer_norm_bwd_plan(const LnBwdParams &p, bool partials, int sm_count)
     const int vecs = 2 * plan.chunks;  // x and dy
     const int gamma_bytes = piped_gamma_bytes(es, plan.chunks, p.affine);
     const size_t ring =
-        rowpipe::ring_bytes(rowpipe::ring_stages(vecs * 16, gamma_bytes, sm_threads), shape.threads,
-                            vecs) +
+        rowpipe::ring_bytes(piped_stages(es, plan.chunks, p.affine), shape.threads, vecs) +
         size_t(gamma_bytes) * shape.threads;
     // the groups' column sums reuse the ring at the end
     const size_t sums = partials ? size_t(shape.threads / shape.tpr) * sums_row : 0;
