@@ -190,7 +190,12 @@ def test_conv1d_plans(plan_dump):
             })
         else:
             seg = q["seg_len"]
+            forced = _ceil(t, 4 * GRID_YZ)  # the shortest segments the y limit allows
             checks.update({
+                # 128 steps, shorter (not below 32) only to give the GPU 384 blocks
+                "segment length": seg == forced if forced > 128 else (
+                    seg in (32, 64, 128) and (seg == 128 or gx * gy * gz < 2 * 384)
+                    and (gx * gy * gz >= 384 or seg == 32)),
                 "channel-last": q["channel_first"] == 0,
                 "channels": gx * 128 >= d and (gx - 1) * 128 < d,
                 "segments cover the sequence": seg >= 1 and gy * 4 * seg >= t,

@@ -14,15 +14,18 @@
 //    tiles through a per-warp shared-memory ring (cp.async, 3 tiles in flight beyond the
 //    next); the others prefetch the next tile into registers.
 //  - channel-last (channel contiguous): a thread owns 4 consecutive channels and scans a
-//    segment of time, keeping the last K inputs and gradients in registers; a warp reads
-//    4 x 32 consecutive channels per step (coalesced), 4 steps loaded ahead; halo steps
-//    come from the cache.
+//    segment of time; a warp reads 4 x 32 consecutive channels per step (coalesced); the
+//    K-1 halo steps before a segment come from the cache. Vectorized problems without
+//    seq_idx stream chunks of 8 (16-bit) or 4 (fp32) steps through a per-warp cp.async
+//    ring and index each chunk's window at compile time (conv1d_bwd_scan_ring); the
+//    others load 4 steps ahead into registers and shift a window of the last K steps.
 //  dinitial_states (only the first K-1 outputs matter) is a small third kernel.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "../../common/csrc/convert.cuh"
 #include "../../common/csrc/row_pipeline.cuh"
@@ -176,7 +179,10 @@ __device__ __forceinline__ void start_row(const ConvBwdParams &p, int b, int c, 
 // One tile of a warp's scan: the lane's E steps at ts (cur), with the next tile's (nxt:
 // only lane 0's first H steps are used, for lane 31's right halo) when has_next. Writes
 // dx, adds to the lane's dweight/dbias partials, carries the left halo on.
-template <typename T, int K, bool kVec, bool kSeq>
+// kInterior: the caller knows that a next tile follows and that every step of this one
+// lies before L - H, so no step or right halo is past the end, no halo comes from memory
+// and no step has a dfinal_states term (most tiles of a long row).
+template <typename T, int K, bool kVec, bool kSeq, bool kInterior>
 __device__ __forceinline__ void scan_tile(const ConvBwdParams &p, const T *dout, T *dx, int b,
                                           int c, int ts, bool has_next,
                                           const LaneTile<16 / sizeof(T)> &cur,
@@ -208,7 +214,11 @@ __device__ __forceinline__ void scan_tile(const ConvBwdParams &p, const T *dout,
       const float gn = __shfl_sync(kFullMask, nxt.g[h], 0);
       const int in = __shfl_sync(kFullMask, nxt.id[h], 0);
       const int tr = ts + E + h;
-      if (lane == 31) {
+      if (kInterior) {
+        if (lane == 31) {
+          xr = xn; gr = gn; ir = in;
+        }
+      } else if (lane == 31) {
         if (has_next) {
           xr = xn; gr = gn; ir = in;
         } else {
@@ -234,7 +244,7 @@ __device__ __forceinline__ void scan_tile(const ConvBwdParams &p, const T *dout,
     for (int j = 0; j < E + H; ++j) {
       const int id = idw[j + H];
       float g = gw[j];
-      if (ts + j >= L || (kSeq && id < 0)) {
+      if ((!kInterior && ts + j >= L) || (kSeq && id < 0)) {
         g = 0.f;
       } else if (p.silu) {
         float pre = r.bias;
@@ -261,17 +271,30 @@ __device__ __forceinline__ void scan_tile(const ConvBwdParams &p, const T *dout,
       for (int k = 0; k < K; ++k)
         acc += (!kSeq || idw[i + 2 * H - k] == id ? r.w[k] * gw[i + H - k] : 0.f);
       const int j = ts + i - (L - H);  // dfinal_states slot this step was copied to
-      if (p.has_dfinal && j >= 0 && ts + i < L) acc += dfinal_at<T>(p, b, c, j);
+      if (!kInterior && p.has_dfinal && j >= 0 && ts + i < L) acc += dfinal_at<T>(p, b, c, j);
       dxo[i] = acc;
     }
-    if (kVec && ts + E <= L) {
+    if (kVec && (kInterior || ts + E <= L)) {
       store_vec<T, E>(dx + ts, dxo);
     } else {
 #pragma unroll
       for (int i = 0; i < E; ++i)
-        if (ts + i < L) dx[int64_t(ts + i) * p.dx_t] = from_f<T>(dxo[i]);
+        if (kInterior || ts + i < L) dx[int64_t(ts + i) * p.dx_t] = from_f<T>(dxo[i]);
     }
+}
 
+// scan_tile, on its interior instance where the tile allows it (a warp-uniform choice).
+template <typename T, int K, bool kVec, bool kSeq>
+__device__ __forceinline__ void scan_any_tile(const ConvBwdParams &p, const T *dout, T *dx,
+                                              int b, int c, int tile, int ts, bool has_next,
+                                              const LaneTile<16 / sizeof(T)> &cur,
+                                              const LaneTile<16 / sizeof(T)> &nxt,
+                                              RowScan<K> &r) {
+  constexpr int kTile = 32 * (16 / int(sizeof(T)));
+  if (has_next && int64_t(tile + 1) * kTile + (K - 1) <= p.seqlen)
+    scan_tile<T, K, kVec, kSeq, true>(p, dout, dx, b, c, ts, has_next, cur, nxt, r);
+  else
+    scan_tile<T, K, kVec, kSeq, false>(p, dout, dx, b, c, ts, has_next, cur, nxt, r);
 }
 
 // The lane's dweight/dbias partials, summed over the warp in a fixed order, into the
@@ -319,7 +342,7 @@ conv1d_bwd_rows(const ConvBwdParams p, const int tiles_per_span) {
     const int ts = min(tile * kTile + lane * E, L);  // lanes past the end compute zeros
     const bool has_next = tile + 1 < tile_end;
     if (has_next) load_lane<T, E, kVec, kSeq>(p, x, dout, b, min(ts + kTile, L), nxt);
-    scan_tile<T, K, kVec, kSeq>(p, dout, dx, b, c, ts, has_next, cur, nxt, r);
+    scan_any_tile<T, K, kVec, kSeq>(p, dout, dx, b, c, tile, ts, has_next, cur, nxt, r);
     cur = nxt;
   }
   finish_row<K>(p, b, c, r);
@@ -386,7 +409,7 @@ conv1d_bwd_rows_ring(const ConvBwdParams p, const int tiles_per_span) {
     LaneTile<E> cur, nxt;
     read(stage, cur);
     if (has_next) read(stage + 1 == kRowStages ? 0 : stage + 1, nxt);
-    scan_tile<T, K, true, false>(p, dout, dx, b, c, ts, has_next, cur, nxt, r);
+    scan_any_tile<T, K, true, false>(p, dout, dx, b, c, tile, ts, has_next, cur, nxt, r);
     stage = stage + 1 == kRowStages ? 0 : stage + 1;
   }
   rowpipe::cp_async_wait<0>();
@@ -412,6 +435,53 @@ __device__ __forceinline__ void load_c(const T *base, int64_t stride_d, int c0, 
   }
 }
 
+// The weights and bias of a lane's channels (clamped to the last channel past dim).
+template <int K>
+__device__ __forceinline__ void load_lane_weights(const ConvBwdParams &p, int c0,
+                                                  float (&w)[kChannelsPerThread][K],
+                                                  float (&bias)[kChannelsPerThread]) {
+#pragma unroll
+  for (int i = 0; i < kChannelsPerThread; ++i) {
+    const int c = min(c0 + i, p.dim - 1);
+#pragma unroll
+    for (int k = 0; k < K; ++k) w[i][k] = load_w(p.weight, p.w_dtype, c * p.w_d + k * p.w_k);
+    bias[i] = p.has_bias ? load_w(p.bias, p.w_dtype, c * p.bias_d) : 0.f;
+  }
+}
+
+template <int K> using SegmentSums = float[kSegments][kLanesC][kChannelsPerThread][K + 1];
+
+// The block's dweight/dbias partials, summed over its time segments (warps) in a fixed
+// order into the workspace row of (batch, block y). Every thread of the block calls it.
+template <int K>
+__device__ __forceinline__ void finish_segments(const ConvBwdParams &p, int b, int c0,
+                                                const float (&dw)[kChannelsPerThread][K],
+                                                const float (&db)[kChannelsPerThread],
+                                                SegmentSums<K> &red) {
+  const int lane = threadIdx.x % kLanesC, seg = threadIdx.x / kLanesC;
+#pragma unroll
+  for (int i = 0; i < kChannelsPerThread; ++i) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) red[seg][lane][i][k] = dw[i][k];
+    red[seg][lane][i][K] = db[i];
+  }
+  __syncthreads();
+  if (seg == 0) {
+    const int64_t part = int64_t(b) * gridDim.y + blockIdx.y;
+#pragma unroll
+    for (int i = 0; i < kChannelsPerThread; ++i) {
+      if (c0 + i >= p.dim) continue;
+#pragma unroll
+      for (int k = 0; k <= K; ++k) {
+        float s = 0.f;
+#pragma unroll
+        for (int sg = 0; sg < kSegments; ++sg) s += red[sg][lane][i][k];
+        p.ws[(part * p.dim + c0 + i) * (K + 1) + k] = s;
+      }
+    }
+  }
+}
+
 // A thread owns 4 consecutive channels and scans one time segment, keeping the last K
 // inputs and gradients in registers. Steps are loaded kPrefetch at a time so that several
 // loads are in flight before the first is used.
@@ -433,13 +503,7 @@ conv1d_bwd_scan(const ConvBwdParams p, const int seg_len) {
   T *dx = static_cast<T *>(p.dx) + b * p.dx_b;
 
   float w[VC][K], bias[VC];
-#pragma unroll
-  for (int i = 0; i < VC; ++i) {
-    const int c = min(c0 + i, p.dim - 1);
-#pragma unroll
-    for (int k = 0; k < K; ++k) w[i][k] = load_w(p.weight, p.w_dtype, c * p.w_d + k * p.w_k);
-    bias[i] = p.has_bias ? load_w(p.bias, p.w_dtype, c * p.bias_d) : 0.f;
-  }
+  load_lane_weights<K>(p, c0, w, bias);
 
   // windows over the last K steps: index H is the newest (time t)
   float xw[VC][K] = {}, gw[VC][K] = {};
@@ -539,29 +603,174 @@ conv1d_bwd_scan(const ConvBwdParams p, const int seg_len) {
     }
   }
 
-  // fixed-order reduction over the block's time segments
-  __shared__ float red[kSegments][kLanesC][VC][K + 1];
+  __shared__ SegmentSums<K> red;
+  finish_segments<K>(p, b, c0, dw, db, red);
+}
+
+// Vectorized channel-last problems without seq_idx: conv1d_bwd_scan's scan in chunks of
+// kChunk steps that stream through a per-warp shared-memory ring (cp.async), two chunks
+// in flight while one is computed. A chunk's window is an array indexed at compile time
+// (conv1d_bwd_scan shifts its registers every step: a fifth of its instructions were
+// moves), and bounds, segment ownership and dfinal_states are checked only in a segment's
+// first and last chunks.
+template <typename T> struct ClStream {
+  static constexpr int kVecBytes = kChannelsPerThread * sizeof(T);  // a lane's step: 8 or 16
+  static constexpr int kChunk = 64 / kVecBytes;                     // steps a chunk: 8 or 4
+  static constexpr int kStages = 3;
+  static constexpr int kLaneBytes = 2 * kChunk * kVecBytes;        // x and dout of a chunk
+};
+
+template <int kBytes>
+__device__ __forceinline__ void cp_async_vec(unsigned dst, const void *src, int src_bytes) {
+  if constexpr (kBytes == 16) rowpipe::cp_async16(dst, src, src_bytes);
+  else rowpipe::cp_async_small<kBytes>(dst, src, src_bytes);
+}
+
+// A lane's step slot (its 4 channels) as floats.
+template <typename T>
+__device__ __forceinline__ void read_slot(unsigned addr, float (&out)[kChannelsPerThread]) {
+  if constexpr (sizeof(T) == 4) {
+    const uint4 v = rowpipe::lds16(addr);
+    out[0] = __uint_as_float(v.x);
+    out[1] = __uint_as_float(v.y);
+    out[2] = __uint_as_float(v.z);
+    out[3] = __uint_as_float(v.w);
+  } else {
+    union { uint2 u; T e[kChannelsPerThread]; } v;
+    v.u = rowpipe::lds8(addr);
 #pragma unroll
-  for (int i = 0; i < VC; ++i) {
-#pragma unroll
-    for (int k = 0; k < K; ++k) red[seg][lane][i][k] = dw[i][k];
-    red[seg][lane][i][K] = db[i];
+    for (int i = 0; i < kChannelsPerThread; ++i) out[i] = to_f<T>(v.e[i]);
   }
-  __syncthreads();
-  if (seg == 0) {
-    const int64_t part = int64_t(b) * gridDim.y + blockIdx.y;
+}
+
+template <typename T, int K, bool kSilu>
+__global__ void __launch_bounds__(kLanesC * kSegments, 4)
+conv1d_bwd_scan_ring(const ConvBwdParams p, const int seg_len) {
+  using S = ClStream<T>;
+  constexpr int H = K - 1, VC = kChannelsPerThread, U = S::kChunk, VB = S::kVecBytes;
+  static_assert(U >= H, "a segment's later chunks must emit only its own dx steps");
+  // the ring until the scan ends, then the segments' sums
+  __shared__ __align__(16) union {
+    unsigned char ring[kSegments][S::kStages][kLanesC * S::kLaneBytes];
+    SegmentSums<K> red;
+  } sm;
+  const int L = p.seqlen;
+  const int lane = threadIdx.x % kLanesC, seg = threadIdx.x / kLanesC;
+  const int b = blockIdx.z;
+  const int c0 = (blockIdx.x * kLanesC + lane) * VC;
+  const bool lane_in = c0 < p.dim;  // dim % VC == 0 on this path: all 4 channels or none
+  const int64_t t0_64 = (int64_t(blockIdx.y) * kSegments + seg) * seg_len;
+  const int t0 = t0_64 < L ? int(t0_64) : L;
+  const int t1 = min(t0 + seg_len, L);
+  const int nsteps = t1 > t0 ? t1 - t0 + H : 0;  // the last H finish dx of the tail
+  const int nchunks = (nsteps + U - 1) / U;
+
+  const T *x = static_cast<const T *>(p.x) + b * p.x_b + (lane_in ? c0 : 0);
+  const T *dout = static_cast<const T *>(p.dout) + b * p.dout_b + (lane_in ? c0 : 0);
+  T *dx = static_cast<T *>(p.dx) + b * p.dx_b + c0;
+  float w[VC][K], bias[VC];
+  load_lane_weights<K>(p, c0, w, bias);
+
+  // slot of (stage, tensor: 0 x / 1 dout, step): a warp's 32 lanes side by side
+  const unsigned ring0 = rowpipe::smem_addr(&sm.ring[seg][0][lane * VB]);
+  auto slot = [&](int s, int q, int u) {
+    return ring0 + unsigned(s * kLanesC * S::kLaneBytes + (q * U + u) * kLanesC * VB);
+  };
+  auto issue = [&](int j, int s) {  // chunk j's steps; past L (or dim) zero-filled
+    if (j < nchunks) {
+      const int tc = t0 + j * U;
+      const T *xp = x + int64_t(tc) * p.x_t, *dp = dout + int64_t(tc) * p.dout_t;
 #pragma unroll
-    for (int i = 0; i < VC; ++i) {
-      if (c0 + i >= p.dim) continue;
-#pragma unroll
-      for (int k = 0; k <= K; ++k) {
-        float s = 0.f;
-#pragma unroll
-        for (int sg = 0; sg < kSegments; ++sg) s += red[sg][lane][i][k];
-        p.ws[(part * p.dim + c0 + i) * (K + 1) + k] = s;
+      for (int u = 0; u < U; ++u) {
+        const bool in = lane_in && tc + u < L;
+        cp_async_vec<VB>(slot(s, 0, u), in ? xp : x, in ? VB : 0);
+        cp_async_vec<VB>(slot(s, 1, u), in ? dp : dout, in ? VB : 0);
+        xp += p.x_t;
+        dp += p.dout_t;
       }
     }
+    rowpipe::cp_async_commit();  // empty groups too: the waits count groups
+  };
+
+  // xa[m], ga[m]: x and g' at tc - H + m; [0, H) carried from the previous chunk
+  float xa[H + U][VC], ga[H + U][VC];
+#pragma unroll
+  for (int h = 0; h < H; ++h) {
+#pragma unroll
+    for (int i = 0; i < VC; ++i) {
+      xa[h][i] = lane_in ? x_at<T>(p, b, c0 + i, t0 - H + h) : 0.f;
+      ga[h][i] = 0.f;  // g' before t0 only reaches dx before t0, not emitted here
+    }
   }
+  float dw[VC][K] = {}, db[VC] = {};
+
+  auto chunk = [&](auto edge, int tc, int s) {
+    constexpr bool kEdge = decltype(edge)::value;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int t = tc + u;
+      if (kEdge && t >= t0 + nsteps) break;  // warp-uniform
+      float gv[VC];
+      read_slot<T>(slot(s, 0, u), xa[H + u]);
+      read_slot<T>(slot(s, 1, u), gv);
+#pragma unroll
+      for (int i = 0; i < VC; ++i) {
+        if (kSilu) {  // zero-filled steps past L give g' = 0
+          float pre = bias[i];
+#pragma unroll
+          for (int k = 0; k < K; ++k) pre += w[i][k] * xa[u + k][i];
+          gv[i] = silu_grad(gv[i], pre);
+        }
+        ga[H + u][i] = gv[i];
+      }
+      if (!kEdge || t < t1) {  // this segment owns output t's dweight/dbias terms
+#pragma unroll
+        for (int i = 0; i < VC; ++i) {
+          db[i] += gv[i];
+#pragma unroll
+          for (int k = 0; k < K; ++k) dw[i][k] += gv[i] * xa[u + k][i];
+        }
+      }
+      const int tp = t - H;  // input step whose gradient is now complete
+      if (!kEdge || (tp >= t0 && tp < t1)) {
+        float dxv[VC];
+#pragma unroll
+        for (int i = 0; i < VC; ++i) {
+          float acc = 0.f;
+#pragma unroll
+          for (int k = 0; k < K; ++k) acc += w[i][k] * ga[u + H - k][i];
+          if (kEdge && p.has_dfinal && lane_in && tp >= L - H)
+            acc += dfinal_at<T>(p, b, c0 + i, tp - (L - H));
+          dxv[i] = acc;
+        }
+        if (lane_in) store_vec<T, VC>(dx + int64_t(tp) * p.dx_t, dxv);
+      }
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < S::kStages - 1; ++s) issue(s, s);
+  int stage = 0;
+  for (int j = 0; j < nchunks; ++j) {
+    // the previous chunk's stage is free: only this lane reads its slots
+    issue(j + S::kStages - 1, stage == 0 ? S::kStages - 1 : stage - 1);
+    rowpipe::cp_async_wait<S::kStages - 1>();  // chunk j has landed
+    const int tc = t0 + j * U;
+    if (j > 0 && tc + U <= t1) chunk(std::false_type{}, tc, stage);
+    else chunk(std::true_type{}, tc, stage);
+#pragma unroll
+    for (int h = 0; h < H; ++h) {
+#pragma unroll
+      for (int i = 0; i < VC; ++i) {
+        xa[h][i] = xa[U + h][i];
+        ga[h][i] = ga[U + h][i];
+      }
+    }
+    stage = stage + 1 == S::kStages ? 0 : stage + 1;
+  }
+  rowpipe::cp_async_wait<0>();
+  __syncthreads();  // every warp's copies have landed before the sums reuse the ring
+  finish_segments<K>(p, b, c0, dw, db, sm.red);
 }
 
 // ------------------------------------------------------------------ initial states
@@ -632,6 +841,7 @@ bool aligned(const void *ptr, int bytes) {
 }
 
 constexpr int64_t kMaxGridYZ = 65535;  // CUDA's limit on gridDim.y and gridDim.z
+constexpr int64_t kMinBlocks = 384;     // channel-last: 3 blocks on each of an H200's 132 SMs
 
 int elem_size(DType dt) { return dt == DType::kFloat32 ? 4 : 2; }
 
@@ -641,6 +851,10 @@ void launch_main(const ConvBwdParams &p, const ConvBwdPlan &plan, cudaStream_t s
     conv1d_bwd_rows_ring<T, K><<<plan.grid, plan.block, 0, s>>>(p, plan.tiles_per_span);
   else if (plan.channel_first)
     conv1d_bwd_rows<T, K, kVec, kSeq><<<plan.grid, plan.block, 0, s>>>(p, plan.tiles_per_span);
+  else if (kVec && !kSeq && p.silu)
+    conv1d_bwd_scan_ring<T, K, true><<<plan.grid, plan.block, 0, s>>>(p, plan.seg_len);
+  else if (kVec && !kSeq)
+    conv1d_bwd_scan_ring<T, K, false><<<plan.grid, plan.block, 0, s>>>(p, plan.seg_len);
   else
     conv1d_bwd_scan<T, K, kVec, kSeq><<<plan.grid, plan.block, 0, s>>>(p, plan.seg_len);
 }
@@ -699,13 +913,18 @@ ConvBwdPlan conv1d_bwd_plan(const ConvBwdParams &p) {
     plan.parts = int(p.batch * std::max<int64_t>(1, spans));
   } else {
     const int VC = kChannelsPerThread;
-    // long segments amortise the K-1 halo steps; short sequences still fill the GPU;
-    // longer ones where the segments would exceed the grid's y limit
-    const int64_t per_block = kSegments * kMaxGridYZ;
-    plan.seg_len = int(std::max<int64_t>(L >= 4096 ? 128 : 64, (L + per_block - 1) / per_block));
-    const int64_t tblocks = (L + kSegments * int64_t(plan.seg_len) - 1) /
-                            (kSegments * int64_t(plan.seg_len));
     const int cblocks = (p.dim + kLanesC * VC - 1) / (kLanesC * VC);
+    auto time_blocks = [&](int64_t seg) { return (L + kSegments * seg - 1) / (kSegments * seg); };
+    // Long segments amortise the K-1 halo steps (recomputed by the next segment) and a
+    // segment's two edge chunks: 128 steps, halved (down to 32) while the grid would hold
+    // fewer than kMinBlocks blocks, and longer where the segments would exceed the grid's
+    // y limit. (H200, B=8 D=4096 L=2048 bf16: 128 steps 0.72 of the copy bandwidth, 64
+    // steps 0.63; B=4 D=2048 L=512: 64 steps 0.25, 128 steps 0.21.)
+    int64_t seg = 128;
+    while (seg > 32 && int64_t(cblocks) * p.batch * time_blocks(seg) < kMinBlocks) seg /= 2;
+    const int64_t per_block = kSegments * kMaxGridYZ;
+    plan.seg_len = int(std::max<int64_t>(seg, (L + per_block - 1) / per_block));
+    const int64_t tblocks = time_blocks(plan.seg_len);
     const int vb = VC * es;
     plan.vectorized = p.x_d == 1 && p.dout_d == 1 && p.dx_d == 1 && p.dim % VC == 0 &&
                       p.x_b % VC == 0 && p.x_t % VC == 0 && p.dout_b % VC == 0 &&
