@@ -11,7 +11,7 @@
 //  - channel-first (time contiguous): a warp scans a span of one (batch, channel) row in
 //    tiles of 32 lanes x 16 bytes; halos come from neighbour lanes through shuffles, and
 //    from memory only at the span's two ends. Vectorized rows without seq_idx stream the
-//    tiles through a per-warp shared-memory ring (cp.async, 3 tiles in flight beyond the
+//    tiles through a per-warp shared-memory ring (cp.async, 6 tiles in flight beyond the
 //    next); the others prefetch the next tile into registers.
 //  - channel-last (channel contiguous): a thread owns 4 consecutive channels and scans a
 //    segment of time; a warp reads 4 x 32 consecutive channels per step (coalesced); the
@@ -351,8 +351,9 @@ conv1d_bwd_rows(const ConvBwdParams p, const int tiles_per_span) {
 // Vectorized rows without seq_idx: the same scan, the warp's tiles streaming through its
 // own shared-memory ring (cp.async, kRowStages tiles), so that kRowStages - 2 tiles beyond
 // the next are in flight while one is computed (conv1d_bwd_rows has one: a warp's 1 KiB,
-// some 16 KiB an SM at its register count).
-constexpr int kRowStages = 5;
+// some 16 KiB an SM at its register count). H200, bf16 Mamba shapes: 8 stages 4-12% faster
+// than 5 (same run, BENCHMARKS.md 2026-11-30, fourth session).
+constexpr int kRowStages = 8;
 constexpr int kRowWarps = 4;  // warps of a block
 
 template <typename T, int K>
