@@ -99,6 +99,10 @@ __device__ __forceinline__ float dfinal_at(const ConvBwdParams &p, int b, int c,
 
 // ------------------------------------------------------------------ channel-first
 
+// A tile: 32 lanes x one 16-byte vector (kLaneSteps steps) of a row.
+template <typename T> constexpr int kLaneSteps = 16 / int(sizeof(T));
+template <typename T> constexpr int kRowTile = 32 * kLaneSteps<T>;
+
 // One lane's E steps of a tile: x, dout and ids as loaded.
 template <int E> struct LaneTile {
   float x[E], g[E];
@@ -134,7 +138,7 @@ template <typename T> struct RowSpan {
 template <typename T>
 __device__ __forceinline__ bool row_span(const ConvBwdParams &p, int64_t row, int tiles_per_span,
                                          RowSpan<T> &s) {
-  constexpr int kTile = 32 * (16 / int(sizeof(T)));
+  constexpr int kTile = kRowTile<T>;
   if (row >= int64_t(p.batch) * p.dim) return false;
   s.b = int(row / p.dim);
   s.c = int(row % p.dim);
@@ -160,7 +164,7 @@ template <typename T, int K, bool kSeq>
 __device__ __forceinline__ void start_row(const ConvBwdParams &p, int b, int c, int tile_begin,
                                           RowScan<K> &r) {
   constexpr int H = K - 1;
-  constexpr int kTile = 32 * (16 / int(sizeof(T)));
+  constexpr int kTile = kRowTile<T>;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     r.w[k] = load_w(p.weight, p.w_dtype, c * p.w_d + k * p.w_k);
@@ -185,10 +189,10 @@ __device__ __forceinline__ void start_row(const ConvBwdParams &p, int b, int c, 
 template <typename T, int K, bool kVec, bool kSeq, bool kInterior>
 __device__ __forceinline__ void scan_tile(const ConvBwdParams &p, const T *dout, T *dx, int b,
                                           int c, int ts, bool has_next,
-                                          const LaneTile<16 / sizeof(T)> &cur,
-                                          const LaneTile<16 / sizeof(T)> &nxt, RowScan<K> &r) {
+                                          const LaneTile<kLaneSteps<T>> &cur,
+                                          const LaneTile<kLaneSteps<T>> &nxt, RowScan<K> &r) {
   constexpr int H = K - 1;
-  constexpr int E = 16 / sizeof(T);
+  constexpr int E = kLaneSteps<T>;
   const int L = p.seqlen;
   const int lane = threadIdx.x % 32;
     // windows: xw[m] is x at ts - H + m, gw[j] dout (then g') at ts + j, idw like xw
@@ -287,10 +291,10 @@ __device__ __forceinline__ void scan_tile(const ConvBwdParams &p, const T *dout,
 template <typename T, int K, bool kVec, bool kSeq>
 __device__ __forceinline__ void scan_any_tile(const ConvBwdParams &p, const T *dout, T *dx,
                                               int b, int c, int tile, int ts, bool has_next,
-                                              const LaneTile<16 / sizeof(T)> &cur,
-                                              const LaneTile<16 / sizeof(T)> &nxt,
+                                              const LaneTile<kLaneSteps<T>> &cur,
+                                              const LaneTile<kLaneSteps<T>> &nxt,
                                               RowScan<K> &r) {
-  constexpr int kTile = 32 * (16 / int(sizeof(T)));
+  constexpr int kTile = kRowTile<T>;
   if (has_next && int64_t(tile + 1) * kTile + (K - 1) <= p.seqlen)
     scan_tile<T, K, kVec, kSeq, true>(p, dout, dx, b, c, ts, has_next, cur, nxt, r);
   else
@@ -323,8 +327,7 @@ __device__ __forceinline__ void finish_row(const ConvBwdParams &p, int b, int c,
 template <typename T, int K, bool kVec, bool kSeq>
 __global__ void __launch_bounds__(128)
 conv1d_bwd_rows(const ConvBwdParams p, const int tiles_per_span) {
-  constexpr int E = 16 / sizeof(T);  // steps per lane: one 16-byte vector
-  constexpr int kTile = 32 * E;
+  constexpr int E = kLaneSteps<T>, kTile = kRowTile<T>;
   const int L = p.seqlen;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   RowSpan<T> span;
@@ -359,8 +362,7 @@ constexpr int kRowWarps = 4;  // warps of a block
 template <typename T, int K>
 __global__ void __launch_bounds__(32 * kRowWarps)
 conv1d_bwd_rows_ring(const ConvBwdParams p, const int tiles_per_span) {
-  constexpr int E = 16 / sizeof(T);
-  constexpr int kTile = 32 * E;
+  constexpr int E = kLaneSteps<T>, kTile = kRowTile<T>;
   // [warp][stage][x, dout][lane] 16-byte slots
   __shared__ uint4 ring[kRowWarps][kRowStages][2][32];
   const int L = p.seqlen;

@@ -4,20 +4,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/extension.h>
 
-#include "../../common/csrc/binding_checks.h"
 #include "dgamma_strategies.h"
-
-namespace {
-
-// A (N,) output on x's device that the kernels index with stride 1.
-void check_vector_out(const at::Tensor &t, const at::Tensor &x, int64_t n, const char *name) {
-  check_on(t, x, name);
-  TORCH_CHECK(t.dim() == 1 && t.size(0) == n, name, " must have shape (", n, "), got ",
-              t.sizes());
-  TORCH_CHECK(n <= 1 || t.stride(0) == 1, name, " must be contiguous");
-}
-
-}  // namespace
+#include "ln_binding_checks.h"
 
 void layer_norm_dgamma(int64_t strategy, const at::Tensor &x_in, const at::Tensor &dy_in,
                        const at::Tensor &mean_in, const at::Tensor &rstd_in,
@@ -30,16 +18,7 @@ void layer_norm_dgamma(int64_t strategy, const at::Tensor &x_in, const at::Tenso
   const int64_t M = x_in.size(0), N = x_in.size(1);
   // column indices are int: the last 32-column tile must still fit
   TORCH_CHECK(N <= (int64_t(1) << 31) - 64, "hidden must be at most 2^31 - 64, got ", N);
-  TORCH_CHECK(dy_in.sizes() == x_in.sizes(), "dy must have x's shape ", x_in.sizes(),
-              ", got ", dy_in.sizes());
-  check_like(dy_in, x_in, "dy");
-  check_on(mean_in, x_in, "mean");
-  check_on(rstd_in, x_in, "rstd");
-  TORCH_CHECK(mean_in.scalar_type() == at::kFloat && rstd_in.scalar_type() == at::kFloat,
-              "mean and rstd must be float32, got ", mean_in.scalar_type(), " and ",
-              rstd_in.scalar_type());
-  TORCH_CHECK(mean_in.numel() == M && rstd_in.numel() == M, "mean and rstd must have ", M,
-              " elements (one per row), got ", mean_in.numel(), " and ", rstd_in.numel());
+  check_ln_row_inputs(x_in, dy_in, mean_in, rstd_in);
   check_vector_out(dgamma, x_in, N, "dgamma");
   check_vector_out(dbeta, x_in, N, "dbeta");
   check_like(dbeta, dgamma, "dbeta");

@@ -4,19 +4,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/extension.h>
 
-#include "../../common/csrc/binding_checks.h"
 #include "layer_norm_bwd.h"
-
-namespace {
-
-// A (N,) vector the kernels index with stride 1.
-void check_vector_out(const at::Tensor &t, int64_t n, const char *name) {
-  TORCH_CHECK(t.dim() == 1 && t.size(0) == n, name, " must have shape (", n, "), got ",
-              t.sizes());
-  TORCH_CHECK(n <= 1 || t.stride(0) == 1, name, " must be contiguous");
-}
-
-}  // namespace
+#include "ln_binding_checks.h"
 
 void layer_norm_bwd(const at::Tensor &x_in, const at::Tensor &dy_in,
                     const c10::optional<at::Tensor> &gamma_in, const at::Tensor &mean_in,
@@ -29,11 +18,9 @@ void layer_norm_bwd(const at::Tensor &x_in, const at::Tensor &dy_in,
   // column indices are int: a span (8192 columns) past the end must still fit
   TORCH_CHECK(N <= (int64_t(1) << 31) - (int64_t(1) << 16), "hidden must be at most "
               "2^31 - 2^16, got ", N);
-  TORCH_CHECK(dy_in.sizes() == x_in.sizes(), "dy must have x's shape ", x_in.sizes(),
-              ", got ", dy_in.sizes());
+  check_ln_row_inputs(x_in, dy_in, mean_in, rstd_in);
   TORCH_CHECK(dx.sizes() == x_in.sizes(), "dx must have x's shape ", x_in.sizes(), ", got ",
               dx.sizes());
-  check_like(dy_in, x_in, "dy");
   check_like(dx, x_in, "dx");
   TORCH_CHECK(N <= 1 || dx.stride(1) == 1, "dx must be contiguous along hidden");
   const bool affine = gamma_in.has_value();
@@ -41,13 +28,6 @@ void layer_norm_bwd(const at::Tensor &x_in, const at::Tensor &dy_in,
   const bool partials = dgamma.has_value();
   TORCH_CHECK(dbeta.has_value() == partials, "dgamma and dbeta are given together");
   TORCH_CHECK(!partials || affine, "dgamma and dbeta need gamma");
-  check_on(mean_in, x_in, "mean");
-  check_on(rstd_in, x_in, "rstd");
-  TORCH_CHECK(mean_in.scalar_type() == at::kFloat && rstd_in.scalar_type() == at::kFloat,
-              "mean and rstd must be float32, got ", mean_in.scalar_type(), " and ",
-              rstd_in.scalar_type());
-  TORCH_CHECK(mean_in.numel() == M && rstd_in.numel() == M, "mean and rstd must have ", M,
-              " elements (one per row), got ", mean_in.numel(), " and ", rstd_in.numel());
   if (affine) {
     const at::Tensor &g = *gamma_in;
     check_on(g, x_in, "gamma");
@@ -58,8 +38,8 @@ void layer_norm_bwd(const at::Tensor &x_in, const at::Tensor &dy_in,
                 g.sizes());
   }
   if (partials) {
-    check_vector_out(*dgamma, N, "dgamma");
-    check_vector_out(*dbeta, N, "dbeta");
+    check_vector_out(*dgamma, x_in, N, "dgamma");
+    check_vector_out(*dbeta, x_in, N, "dbeta");
     check_like(*dgamma, *gamma_in, "dgamma");
     check_like(*dbeta, *gamma_in, "dbeta");
   }
