@@ -122,3 +122,12 @@ def test_patch_variant_applies_to_the_copy_and_bad_patches_are_refused(kv, tmp_p
         kv.write_sources(v, "layer_norm", tmp_path / "other")  # another op's patch
     with pytest.raises(SuiteInputError, match="patch .*missing.patch is not a file"):
         kv.load_variants(_toml(tmp_path, '[[variant]]\nname = "a"\npatch = "missing.patch"\n'))
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "benchmarks" / "variants").glob("*.toml")),
+                         ids=lambda p: p.name)
+def test_open_variant_files_load(kv, path):
+    """Every open idea in benchmarks/variants/ is a loadable variants file whose patches exist
+    (whether a patch still applies depends on the commit it names: the GPU run says)."""
+    variants = kv.load_variants(path)
+    assert variants and all(v.patch is None or v.patch.is_file() for v in variants)
