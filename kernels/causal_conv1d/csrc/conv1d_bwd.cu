@@ -623,12 +623,6 @@ template <typename T> struct ClStream {
   static constexpr int kLaneBytes = 2 * kChunk * kVecBytes;        // x and dout of a chunk
 };
 
-template <int kBytes>
-__device__ __forceinline__ void cp_async_vec(unsigned dst, const void *src, int src_bytes) {
-  if constexpr (kBytes == 16) rowpipe::cp_async16(dst, src, src_bytes);
-  else rowpipe::cp_async_small<kBytes>(dst, src, src_bytes);
-}
-
 // A lane's step slot (its 4 channels) as floats.
 template <typename T>
 __device__ __forceinline__ void read_slot(unsigned addr, float (&out)[kChannelsPerThread]) {
@@ -686,8 +680,8 @@ conv1d_bwd_scan_ring(const ConvBwdParams p, const int seg_len) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const bool in = lane_in && tc + u < L;
-        cp_async_vec<VB>(slot(s, 0, u), in ? xp : x, in ? VB : 0);
-        cp_async_vec<VB>(slot(s, 1, u), in ? dp : dout, in ? VB : 0);
+        rowpipe::cp_async<VB>(slot(s, 0, u), in ? xp : x, in ? VB : 0);
+        rowpipe::cp_async<VB>(slot(s, 1, u), in ? dp : dout, in ? VB : 0);
         xp += p.x_t;
         dp += p.dout_t;
       }

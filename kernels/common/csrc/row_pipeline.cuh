@@ -58,6 +58,14 @@ __device__ __forceinline__ void cp_async_small(unsigned dst, const void *src, in
                : "memory");
 }
 
+// kBytes (4, 8 or 16) global -> shared, zero-filled past src_bytes: 16 through L2 only
+// (cp_async16), 4 and 8 through L1 (cp_async_small: cp.async.cg takes 16 bytes alone).
+template <int kBytes>
+__device__ __forceinline__ void cp_async(unsigned dst, const void *src, int src_bytes) {
+  if constexpr (kBytes == 16) cp_async16(dst, src, src_bytes);
+  else cp_async_small<kBytes>(dst, src, src_bytes);
+}
+
 // Loads from 32-bit shared-window addresses (fewer registers than generic pointers).
 __device__ __forceinline__ uint4 lds16(unsigned a) {
   uint4 v;
