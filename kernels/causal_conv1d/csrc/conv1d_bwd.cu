@@ -351,68 +351,174 @@ conv1d_bwd_rows(const ConvBwdParams p, const int tiles_per_span) {
   finish_row<K>(p, b, c, r);
 }
 
-// Vectorized rows without seq_idx: the same scan, the warp's tiles streaming through its
-// own shared-memory ring (cp.async, kRowStages tiles), so that kRowStages - 2 tiles beyond
-// the next are in flight while one is computed (conv1d_bwd_rows has one: a warp's 1 KiB,
-// some 16 KiB an SM at its register count). H200, bf16 Mamba shapes: 8 stages 4-12% faster
-// than 5 (same run, BENCHMARKS.md 2026-11-30, fourth session).
+// Vectorized rows without seq_idx: a warp scans its span's tiles from the last to the
+// first, streaming them through its own shared-memory ring (cp.async, kRowStages tiles:
+// kRowStages - 2 beyond the next in flight while one is computed). Right to left, each
+// lane computes g' of its own E steps once: the g' right halo (the next lane's first H
+// steps) comes by one rotating shuffle, lane 31's from lane 0 of the tile scanned before,
+// and the x left halo is read from the ring slot of the lane before (lane 0: lane 31's of
+// the tile scanned next, already in the ring). The left-to-right scan (conv1d_bwd_rows)
+// recomputes the right halo's SiLU and moves both halos through shuffles: 53.6
+// instructions an element at 8,4096,2048,4 bf16 silu (ncu, BENCHMARKS.md 2026-11-30,
+// fourth session).
 constexpr int kRowStages = 8;
-constexpr int kRowWarps = 4;  // warps of a block
+constexpr int kRowWarps = 4;      // warps of a block
+constexpr int kRowMinBlocks = 6;  // blocks an SM: <= 80 registers, 6 x 33 KiB of ring
 
-template <typename T, int K>
-__global__ void __launch_bounds__(32 * kRowWarps)
+// x of the H steps before a lane's E steps: the last H elements of a 16-byte ring slot.
+template <typename T, int H>
+__device__ __forceinline__ void read_left_halo(unsigned slot, float (&xl)[H]) {
+  constexpr int E = kLaneSteps<T>;
+  if constexpr (sizeof(T) == 2 && H <= 4) {  // the slot's upper 8 bytes hold its last 4
+    union { uint2 u; T e[4]; } v;
+    v.u = rowpipe::lds8(slot + 8);
+#pragma unroll
+    for (int h = 0; h < H; ++h) xl[h] = to_f<T>(v.e[4 - H + h]);
+  } else {
+    union { uint4 u; T e[E]; } v;
+    v.u = rowpipe::lds16(slot);
+#pragma unroll
+    for (int h = 0; h < H; ++h) xl[h] = to_f<T>(v.e[E - H + h]);
+  }
+}
+
+// g' at step t of a row (0 past the end), from memory: the right halo of a span that
+// ends inside the row.
+template <typename T, int K, bool kSilu>
+__device__ __forceinline__ float g_at(const ConvBwdParams &p, const T *dout, int b, int c,
+                                      int t, const RowScan<K> &r) {
+  if (t >= p.seqlen) return 0.f;
+  float g = to_f<T>(dout[t]);
+  if (kSilu) {
+    float pre = r.bias;
+#pragma unroll
+    for (int k = 0; k < K; ++k) pre += r.w[k] * x_at<T>(p, b, c, t - (K - 1) + k);
+    g = silu_grad(g, pre);
+  }
+  return g;
+}
+
+template <typename T, int K, bool kSilu>
+__global__ void __launch_bounds__(32 * kRowWarps, kRowMinBlocks)
 conv1d_bwd_rows_ring(const ConvBwdParams p, const int tiles_per_span) {
-  constexpr int E = kLaneSteps<T>, kTile = kRowTile<T>;
-  // [warp][stage][x, dout][lane] 16-byte slots
+  constexpr int H = K - 1, E = kLaneSteps<T>, kTile = kRowTile<T>;
+  static_assert(E >= H, "the g' right halo comes from the next lane alone");
+  // [warp][stage][x, dout][lane] 16-byte slots; [warp] the x before the span in the last
+  // H elements (lane 0's left halo at the span's first tile)
   __shared__ uint4 ring[kRowWarps][kRowStages][2][32];
+  __shared__ uint4 before[kRowWarps];
   const int L = p.seqlen;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   RowSpan<T> span;
   // whole warps return: no shuffles left behind
   if (!row_span(p, int64_t(blockIdx.x) * kRowWarps + warp, tiles_per_span, span)) return;
   const int b = span.b, c = span.c, tile_begin = span.tile_begin, tile_end = span.tile_end;
+  const int ntiles = tile_end - tile_begin;
   const T *x = span.x, *dout = span.dout;
   T *dx = span.dx;
   const unsigned slot0 = rowpipe::smem_addr(&ring[warp][0][0][lane]);
+  const unsigned lane31 = rowpipe::smem_addr(&ring[warp][0][0][31]);
+  const unsigned before_slot = rowpipe::smem_addr(&before[warp]);
   constexpr unsigned kStageBytes = 2 * 32 * 16, kHalfBytes = 32 * 16;
 
-  auto issue = [&](int tile, int s) {  // the lane's 16 bytes of x and dout of a tile
-    if (tile < tile_end) {
-      const int ts = min(tile * kTile + lane * E, L);
+  auto issue = [&](int i, int s) {  // the lane's 16 bytes of x and dout of the i-th tile
+    if (i < ntiles) {                // from the right
+      const int ts = min((tile_end - 1 - i) * kTile + lane * E, L);
       const int bytes = rowpipe::bytes_before(ts, L, E, sizeof(T));
       rowpipe::cp_async16(slot0 + s * kStageBytes, bytes ? x + ts : x, bytes);
       rowpipe::cp_async16(slot0 + s * kStageBytes + kHalfBytes, bytes ? dout + ts : dout, bytes);
     }
     rowpipe::cp_async_commit();  // empty groups too: the waits count groups
   };
-  auto read = [&](int s, LaneTile<E> &t) {
-    union { uint4 u; T e[E]; } vx, vg;
-    vx.u = rowpipe::lds16(slot0 + s * kStageBytes);
-    vg.u = rowpipe::lds16(slot0 + s * kStageBytes + kHalfBytes);
+
+  RowScan<K> r;
+  start_row<T, K, false>(p, b, c, tile_begin, r);  // carry_x: the x before the span
+  if (lane == 0) {
+    union { uint4 u; T e[E]; } v = {};
 #pragma unroll
-    for (int i = 0; i < E; ++i) {
-      t.x[i] = to_f<T>(vx.e[i]);
-      t.g[i] = to_f<T>(vg.e[i]);
-      t.id[i] = 0;
+    for (int h = 0; h < H; ++h) v.e[E - H + h] = from_f<T>(r.carry_x[h]);  // exact: x is T
+    before[warp] = v.u;
+  }
+  float carry_g[H];  // lane 31: g' of the H steps after its own, in the tile to the right
+#pragma unroll
+  for (int h = 0; h < H; ++h)
+    carry_g[h] = g_at<T, K, kSilu>(p, dout, b, c, tile_end * kTile + h, r);
+
+#pragma unroll
+  for (int s = 0; s < kRowStages - 1; ++s) issue(s, s);
+
+  // the i-th tile from the right at stage s; kEdge: steps at or past L - H (dfinal_states
+  // terms, steps past the end)
+  auto tile = [&](auto edge, int i, int s) {
+    constexpr bool kEdge = decltype(edge)::value;
+    const int ts = min((tile_end - 1 - i) * kTile + lane * E, L);  // past the end: zeros
+    const unsigned own = slot0 + s * kStageBytes;
+    const unsigned left = lane != 0      ? own - 16
+                          : i + 1 < ntiles ? lane31 + (s + 1 == kRowStages ? 0 : s + 1) * kStageBytes
+                                           : before_slot;
+    // xw[m]: x at ts - H + m; gw[j]: dout, then g', at ts + j
+    float xw[H + E], gw[E + H];
+    {
+      float xl[H];
+      read_left_halo<T, H>(left, xl);
+#pragma unroll
+      for (int h = 0; h < H; ++h) xw[h] = xl[h];
+      union { uint4 u; T e[E]; } vx, vg;
+      vx.u = rowpipe::lds16(own);
+      vg.u = rowpipe::lds16(own + kHalfBytes);
+#pragma unroll
+      for (int j = 0; j < E; ++j) {
+        xw[H + j] = to_f<T>(vx.e[j]);
+        gw[j] = to_f<T>(vg.e[j]);
+      }
+    }
+    if (kSilu) {  // zero-filled steps past L give g' = 0
+#pragma unroll
+      for (int j = 0; j < E; ++j) {
+        float pre = r.bias;
+#pragma unroll
+        for (int k = 0; k < K; ++k) pre += r.w[k] * xw[j + k];
+        gw[j] = silu_grad(gw[j], pre);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < H; ++h) {
+      const float next = __shfl_sync(kFullMask, gw[h], (lane + 1) % 32);
+      gw[E + h] = lane == 31 ? carry_g[h] : next;
+      carry_g[h] = next;  // lane 31 keeps lane 0's for the tile to the left
+    }
+#pragma unroll
+    for (int j = 0; j < E; ++j) {
+      r.db += gw[j];
+#pragma unroll
+      for (int k = 0; k < K; ++k) r.dw[k] += gw[j] * xw[j + k];
+    }
+    float dxo[E];
+#pragma unroll
+    for (int j = 0; j < E; ++j) {
+      float acc = 0.f;
+#pragma unroll
+      for (int k = 0; k < K; ++k) acc += r.w[k] * gw[j + H - k];
+      const int f = ts + j - (L - H);  // dfinal_states slot this step was copied to
+      if (kEdge && p.has_dfinal && f >= 0 && ts + j < L) acc += dfinal_at<T>(p, b, c, f);
+      dxo[j] = acc;
+    }
+    if (!kEdge || ts + E <= L) {
+      store_vec<T, E>(dx + ts, dxo);
+    } else {
+#pragma unroll
+      for (int j = 0; j < E; ++j)
+        if (ts + j < L) dx[ts + j] = from_f<T>(dxo[j]);
     }
   };
 
-  RowScan<K> r;
-  start_row<T, K, false>(p, b, c, tile_begin, r);
-#pragma unroll
-  for (int s = 0; s < kRowStages - 1; ++s) issue(tile_begin + s, s);
   int stage = 0;
-  for (int tile = tile_begin; tile < tile_end; ++tile) {
-    const int ts = min(tile * kTile + lane * E, L);  // lanes past the end compute zeros
-    const bool has_next = tile + 1 < tile_end;
-    // the previous tile's stage is free: only this lane reads its slots, and it read them
-    // before this point
-    issue(tile + kRowStages - 1, stage == 0 ? kRowStages - 1 : stage - 1);
-    rowpipe::cp_async_wait<kRowStages - 2>();  // this tile and the next are complete
-    LaneTile<E> cur, nxt;
-    read(stage, cur);
-    if (has_next) read(stage + 1 == kRowStages ? 0 : stage + 1, nxt);
-    scan_any_tile<T, K, true, false>(p, dout, dx, b, c, tile, ts, has_next, cur, nxt, r);
+  for (int i = 0; i < ntiles; ++i) {
+    rowpipe::cp_async_wait<kRowStages - 3>();  // tiles i and i + 1 have landed ...
+    __syncwarp();  // ... for every lane (halos cross slots), and stage i - 1 was read
+    issue(i + kRowStages - 1, stage == 0 ? kRowStages - 1 : stage - 1);
+    if (int64_t(tile_end - i) * kTile + H <= L) tile(std::false_type{}, i, stage);
+    else tile(std::true_type{}, i, stage);
     stage = stage + 1 == kRowStages ? 0 : stage + 1;
   }
   rowpipe::cp_async_wait<0>();
@@ -844,8 +950,10 @@ int elem_size(DType dt) { return dt == DType::kFloat32 ? 4 : 2; }
 
 template <typename T, int K, bool kVec, bool kSeq>
 void launch_main(const ConvBwdParams &p, const ConvBwdPlan &plan, cudaStream_t s) {
-  if (plan.channel_first && kVec && !kSeq)
-    conv1d_bwd_rows_ring<T, K><<<plan.grid, plan.block, 0, s>>>(p, plan.tiles_per_span);
+  if (plan.channel_first && kVec && !kSeq && p.silu)
+    conv1d_bwd_rows_ring<T, K, true><<<plan.grid, plan.block, 0, s>>>(p, plan.tiles_per_span);
+  else if (plan.channel_first && kVec && !kSeq)
+    conv1d_bwd_rows_ring<T, K, false><<<plan.grid, plan.block, 0, s>>>(p, plan.tiles_per_span);
   else if (plan.channel_first)
     conv1d_bwd_rows<T, K, kVec, kSeq><<<plan.grid, plan.block, 0, s>>>(p, plan.tiles_per_span);
   else if (kVec && !kSeq && p.silu)
