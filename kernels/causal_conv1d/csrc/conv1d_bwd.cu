@@ -35,13 +35,23 @@ namespace {
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
-// Weight and bias dtype is a run-time property (fp32 or the activation dtype): read K+1
-// scalars per thread, not worth a template dimension.
-__device__ __forceinline__ float load_w(const void *ptr, DType dt, int64_t off) {
-  switch (dt) {
-    case DType::kFloat16: return __half2float(static_cast<const __half *>(ptr)[off]);
-    case DType::kBFloat16: return __bfloat162float(static_cast<const __nv_bfloat16 *>(ptr)[off]);
-    default: return static_cast<const float *>(ptr)[off];
+// Weight and bias dtype is a run-time property (fp32 or the activation dtype): K + 1
+// scalars a channel, read under one switch, not worth a template dimension.
+template <typename W, int K>
+__device__ __forceinline__ void load_weights_as(const ConvBwdParams &p, int c, float (&w)[K],
+                                                float &bias) {
+  const W *wp = static_cast<const W *>(p.weight) + c * p.w_d;
+#pragma unroll
+  for (int k = 0; k < K; ++k) w[k] = to_f<W>(wp[k * p.w_k]);
+  bias = p.has_bias ? to_f<W>(static_cast<const W *>(p.bias)[c * p.bias_d]) : 0.f;
+}
+template <int K>
+__device__ __forceinline__ void load_weights(const ConvBwdParams &p, int c, float (&w)[K],
+                                             float &bias) {
+  switch (p.w_dtype) {
+    case DType::kFloat16: load_weights_as<__half, K>(p, c, w, bias); break;
+    case DType::kBFloat16: load_weights_as<__nv_bfloat16, K>(p, c, w, bias); break;
+    default: load_weights_as<float, K>(p, c, w, bias);
   }
 }
 
@@ -160,18 +170,21 @@ template <int K> struct RowScan {
   float dw[K], db;
 };
 
+// A row's weights, with its dweight/dbias partials zeroed.
+template <int K>
+__device__ __forceinline__ void start_sums(const ConvBwdParams &p, int c, RowScan<K> &r) {
+  load_weights<K>(p, c, r.w, r.bias);
+#pragma unroll
+  for (int k = 0; k < K; ++k) r.dw[k] = 0.f;
+  r.db = 0.f;
+}
+
 template <typename T, int K, bool kSeq>
 __device__ __forceinline__ void start_row(const ConvBwdParams &p, int b, int c, int tile_begin,
                                           RowScan<K> &r) {
   constexpr int H = K - 1;
   constexpr int kTile = kRowTile<T>;
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    r.w[k] = load_w(p.weight, p.w_dtype, c * p.w_d + k * p.w_k);
-    r.dw[k] = 0.f;
-  }
-  r.bias = p.has_bias ? load_w(p.bias, p.w_dtype, c * p.bias_d) : 0.f;
-  r.db = 0.f;
+  start_sums<K>(p, c, r);
   const int tl = tile_begin * kTile - H;
 #pragma unroll
   for (int h = 0; h < H; ++h) {
@@ -412,50 +425,63 @@ conv1d_bwd_rows_ring(const ConvBwdParams p, const int tiles_per_span) {
   RowSpan<T> span;
   // whole warps return: no shuffles left behind
   if (!row_span(p, int64_t(blockIdx.x) * kRowWarps + warp, tiles_per_span, span)) return;
-  const int b = span.b, c = span.c, tile_begin = span.tile_begin, tile_end = span.tile_end;
-  const int ntiles = tile_end - tile_begin;
+  const int b = span.b, c = span.c, tile_end = span.tile_end;
+  const int ntiles = tile_end - span.tile_begin;
   const T *x = span.x, *dout = span.dout;
-  T *dx = span.dx;
-  const unsigned slot0 = rowpipe::smem_addr(&ring[warp][0][0][lane]);
-  const unsigned lane31 = rowpipe::smem_addr(&ring[warp][0][0][31]);
-  const unsigned before_slot = rowpipe::smem_addr(&before[warp]);
   constexpr unsigned kStageBytes = 2 * 32 * 16, kHalfBytes = 32 * 16;
+  const unsigned slot0 = rowpipe::smem_addr(&ring[warp][0][0][lane]);
+  const unsigned slot_last = slot0 + (kRowStages - 1) * kStageBytes;
+  const unsigned before_slot = rowpipe::smem_addr(&before[warp]);
+  // the lane's first step in the span's last tile; each tile scanned is kTile to the left
+  const int ts_last = (tile_end - 1) * kTile + lane * E;
 
-  auto issue = [&](int i, int s) {  // the lane's 16 bytes of x and dout of the i-th tile
-    if (i < ntiles) {                // from the right
-      const int ts = min((tile_end - 1 - i) * kTile + lane * E, L);
-      const int bytes = rowpipe::bytes_before(ts, L, E, sizeof(T));
-      rowpipe::cp_async16(slot0 + s * kStageBytes, bytes ? x + ts : x, bytes);
-      rowpipe::cp_async16(slot0 + s * kStageBytes + kHalfBytes, bytes ? dout + ts : dout, bytes);
+  int issue_ts = ts_last, issued = 0;  // the next tile to copy: the lane's first step
+  unsigned issue_slot = slot0;         // and its stage's slot
+  auto issue = [&]() {
+    if (issued < ntiles) {
+      const int left = L - issue_ts;  // past L (a row's last tile): zero-filled
+      const int bytes = left >= E ? 16 : left > 0 ? left * int(sizeof(T)) : 0;
+      const int off = bytes ? issue_ts : 0;
+      rowpipe::cp_async16(issue_slot, x + off, bytes);
+      rowpipe::cp_async16(issue_slot + kHalfBytes, dout + off, bytes);
     }
     rowpipe::cp_async_commit();  // empty groups too: the waits count groups
+    ++issued;
+    issue_ts -= kTile;
+    issue_slot = issue_slot == slot_last ? slot0 : issue_slot + kStageBytes;
   };
+#pragma unroll
+  for (int s = 0; s < kRowStages - 1; ++s) issue();
 
   RowScan<K> r;
-  start_row<T, K, false>(p, b, c, tile_begin, r);  // carry_x: the x before the span
-  if (lane == 0) {
-    union { uint4 u; T e[E]; } v = {};
-#pragma unroll
-    for (int h = 0; h < H; ++h) v.e[E - H + h] = from_f<T>(r.carry_x[h]);  // exact: x is T
-    before[warp] = v.u;
+  start_sums<K>(p, c, r);
+  if (lane < H) {  // the x before the span, as stored (exact: x is T)
+    const int t = span.tile_begin * kTile - H + lane;
+    reinterpret_cast<T *>(&before[warp])[E - H + lane] = from_f<T>(x_at<T>(p, b, c, t));
   }
   float carry_g[H];  // lane 31: g' of the H steps after its own, in the tile to the right
 #pragma unroll
-  for (int h = 0; h < H; ++h)
-    carry_g[h] = g_at<T, K, kSilu>(p, dout, b, c, tile_end * kTile + h, r);
-
+  for (int h = 0; h < H; ++h) carry_g[h] = 0.f;
+  if (tile_end * kTile < L) {  // the span ends inside the row
 #pragma unroll
-  for (int s = 0; s < kRowStages - 1; ++s) issue(s, s);
+    for (int h = 0; h < H; ++h)
+      carry_g[h] = g_at<T, K, kSilu>(p, dout, b, c, tile_end * kTile + h, r);
+  }
 
-  // the i-th tile from the right at stage s; kEdge: steps at or past L - H (dfinal_states
-  // terms, steps past the end)
-  auto tile = [&](auto edge, int i, int s) {
-    constexpr bool kEdge = decltype(edge)::value;
-    const int ts = min((tile_end - 1 - i) * kTile + lane * E, L);  // past the end: zeros
-    const unsigned own = slot0 + s * kStageBytes;
-    const unsigned left = lane != 0      ? own - 16
-                          : i + 1 < ntiles ? lane31 + (s + 1 == kRowStages ? 0 : s + 1) * kStageBytes
-                                           : before_slot;
+  int ts = ts_last;
+  T *dxp = span.dx + ts_last;
+  unsigned own = slot0;
+  for (int i = 0; i < ntiles; ++i) {
+    rowpipe::cp_async_wait<kRowStages - 3>();  // tiles i and i + 1 have landed ...
+    __syncwarp();  // ... for every lane (halos cross slots), and stage i - 1 was read
+    issue();       // into stage i - 1
+    const unsigned next = own == slot_last ? slot0 : own + kStageBytes;
+    // x left halo: the last H steps of the lane before; lane 0: lane 31's in the tile to
+    // the left (scanned next), or the x before the span
+    const unsigned left = lane != 0 ? own - 16 : i + 1 < ntiles ? next + 31 * 16 : before_slot;
+    // steps at or past L - H: dfinal_states terms, steps past the end (warp-uniform)
+    const bool edge = int64_t(tile_end - i) * kTile + H > L;
+
     // xw[m]: x at ts - H + m; gw[j]: dout, then g', at ts + j
     float xw[H + E], gw[E + H];
     {
@@ -483,9 +509,9 @@ conv1d_bwd_rows_ring(const ConvBwdParams p, const int tiles_per_span) {
     }
 #pragma unroll
     for (int h = 0; h < H; ++h) {
-      const float next = __shfl_sync(kFullMask, gw[h], (lane + 1) % 32);
-      gw[E + h] = lane == 31 ? carry_g[h] : next;
-      carry_g[h] = next;  // lane 31 keeps lane 0's for the tile to the left
+      const float nb = __shfl_sync(kFullMask, gw[h], (lane + 1) % 32);
+      gw[E + h] = lane == 31 ? carry_g[h] : nb;
+      carry_g[h] = nb;  // lane 31 keeps lane 0's for the tile to the left
     }
 #pragma unroll
     for (int j = 0; j < E; ++j) {
@@ -499,27 +525,25 @@ conv1d_bwd_rows_ring(const ConvBwdParams p, const int tiles_per_span) {
       float acc = 0.f;
 #pragma unroll
       for (int k = 0; k < K; ++k) acc += r.w[k] * gw[j + H - k];
-      const int f = ts + j - (L - H);  // dfinal_states slot this step was copied to
-      if (kEdge && p.has_dfinal && f >= 0 && ts + j < L) acc += dfinal_at<T>(p, b, c, f);
       dxo[j] = acc;
     }
-    if (!kEdge || ts + E <= L) {
-      store_vec<T, E>(dx + ts, dxo);
+    if (edge && p.has_dfinal) {
+#pragma unroll
+      for (int j = 0; j < E; ++j) {
+        const int f = ts + j - (L - H);  // dfinal_states slot this step was copied to
+        if (f >= 0 && ts + j < L) dxo[j] += dfinal_at<T>(p, b, c, f);
+      }
+    }
+    if (!edge || ts + E <= L) {
+      store_vec<T, E>(dxp, dxo);
     } else {
 #pragma unroll
       for (int j = 0; j < E; ++j)
-        if (ts + j < L) dx[ts + j] = from_f<T>(dxo[j]);
+        if (ts + j < L) dxp[j] = from_f<T>(dxo[j]);
     }
-  };
-
-  int stage = 0;
-  for (int i = 0; i < ntiles; ++i) {
-    rowpipe::cp_async_wait<kRowStages - 3>();  // tiles i and i + 1 have landed ...
-    __syncwarp();  // ... for every lane (halos cross slots), and stage i - 1 was read
-    issue(i + kRowStages - 1, stage == 0 ? kRowStages - 1 : stage - 1);
-    if (int64_t(tile_end - i) * kTile + H <= L) tile(std::false_type{}, i, stage);
-    else tile(std::true_type{}, i, stage);
-    stage = stage + 1 == kRowStages ? 0 : stage + 1;
+    ts -= kTile;
+    dxp -= kTile;
+    own = next;
   }
   rowpipe::cp_async_wait<0>();
   finish_row<K>(p, b, c, r);
@@ -550,12 +574,7 @@ __device__ __forceinline__ void load_lane_weights(const ConvBwdParams &p, int c0
                                                   float (&w)[kChannelsPerThread][K],
                                                   float (&bias)[kChannelsPerThread]) {
 #pragma unroll
-  for (int i = 0; i < kChannelsPerThread; ++i) {
-    const int c = min(c0 + i, p.dim - 1);
-#pragma unroll
-    for (int k = 0; k < K; ++k) w[i][k] = load_w(p.weight, p.w_dtype, c * p.w_d + k * p.w_k);
-    bias[i] = p.has_bias ? load_w(p.bias, p.w_dtype, c * p.bias_d) : 0.f;
-  }
+  for (int i = 0; i < kChannelsPerThread; ++i) load_weights<K>(p, min(c0 + i, p.dim - 1), w[i], bias[i]);
 }
 
 template <int K> using SegmentSums = float[kSegments][kLanesC][kChannelsPerThread][K + 1];
@@ -887,10 +906,8 @@ __global__ void conv1d_bwd_dinit(const ConvBwdParams p) {
   if (idx >= int64_t(p.batch) * p.dim) return;
   const int b = int(idx / p.dim), c = int(idx % p.dim);
   const int L = p.seqlen;
-  float w[K];
-#pragma unroll
-  for (int k = 0; k < K; ++k) w[k] = load_w(p.weight, p.w_dtype, c * p.w_d + k * p.w_k);
-  const float bias = p.has_bias ? load_w(p.bias, p.w_dtype, c * p.bias_d) : 0.f;
+  float w[K], bias;
+  load_weights<K>(p, c, w, bias);
   const T *dout = static_cast<const T *>(p.dout) + b * p.dout_b + c * p.dout_d;
 
   float g[H];
