@@ -9,16 +9,18 @@
 //
 // Two kernels by memory layout of x:
 //  - channel-first (time contiguous): a warp scans a span of one (batch, channel) row in
-//    tiles of 32 lanes x 16 bytes; halos come from neighbour lanes through shuffles, and
-//    from memory only at the span's two ends. Vectorized rows without seq_idx stream the
-//    tiles through a per-warp shared-memory ring (cp.async, 6 tiles in flight beyond the
-//    next); the others prefetch the next tile into registers.
+//    tiles of 32 lanes x 16 bytes. Vectorized rows without seq_idx stream the tiles right
+//    to left through a per-warp shared-memory ring (cp.async, conv1d_bwd_rows_ring): each
+//    step's g' is computed once, and the halos come from the ring and one shuffle. The
+//    others scan left to right, prefetching the next tile into registers, halos through
+//    shuffles (conv1d_bwd_rows).
 //  - channel-last (channel contiguous): a thread owns 4 consecutive channels and scans a
 //    segment of time; a warp reads 4 x 32 consecutive channels per step (coalesced); the
-//    K-1 halo steps before a segment come from the cache. Vectorized problems without
-//    seq_idx stream chunks of 8 (16-bit) or 4 (fp32) steps through a per-warp cp.async
-//    ring and index each chunk's window at compile time (conv1d_bwd_scan_ring); the
-//    others load 4 steps ahead into registers and shift a window of the last K steps.
+//    K-1 halo steps before a segment come from the cache. Vectorized problems stream
+//    chunks of 8 (16-bit) or 4 (fp32) steps through a per-warp cp.async ring and index
+//    each chunk's window at compile time (conv1d_bwd_scan_ring; seq_idx ids a chunk
+//    ahead, broadcast by shuffles); the others load 4 steps ahead into registers and
+//    shift a window of the last K steps.
 //  dinitial_states (only the first K-1 outputs matter) is a small third kernel.
 
 #include <cuda_bf16.h>
@@ -372,11 +374,13 @@ conv1d_bwd_rows(const ConvBwdParams p, const int tiles_per_span) {
 // and the x left halo is read from the ring slot of the lane before (lane 0: lane 31's of
 // the tile scanned next, already in the ring). The left-to-right scan (conv1d_bwd_rows)
 // recomputes the right halo's SiLU and moves both halos through shuffles: 53.6
-// instructions an element at 8,4096,2048,4 bf16 silu (ncu, BENCHMARKS.md 2026-11-30,
-// fourth session).
-constexpr int kRowStages = 8;
+// instructions an element at 8,4096,2048,4 bf16 silu against 41.8 here (ncu), and 0.60 of
+// the copy bandwidth against 0.75 over the channel-first perf cases (geomean, one run;
+// BENCHMARKS.md 2026-11-30, fifth session). 6 stages at 8 blocks an SM measured above 8
+// stages at 6 and 4 blocks (0.75, 0.71, 0.71).
+constexpr int kRowStages = 6;
 constexpr int kRowWarps = 4;      // warps of a block
-constexpr int kRowMinBlocks = 6;  // blocks an SM: <= 80 registers, 6 x 33 KiB of ring
+constexpr int kRowMinBlocks = 8;  // blocks an SM: <= 64 registers, 8 x 25 KiB of ring
 
 // x of the H steps before a lane's E steps: the last H elements of a 16-byte ring slot.
 template <typename T, int H>
@@ -765,8 +769,11 @@ __device__ __forceinline__ void read_slot(unsigned addr, float (&out)[kChannelsP
   }
 }
 
-template <typename T, int K, bool kSilu>
-__global__ void __launch_bounds__(kLanesC * kSegments, 4)
+// kSeq: packed sequences. A warp loads the ids of the next chunk's steps (a lane a step)
+// while it computes the current chunk, and broadcasts them by shuffles; the masks are
+// conv1d_bwd_scan's. The ids window takes registers: 3 blocks an SM instead of 4.
+template <typename T, int K, bool kSilu, bool kSeq>
+__global__ void __launch_bounds__(kLanesC * kSegments, kSeq ? 3 : 4)
 conv1d_bwd_scan_ring(const ConvBwdParams p, const int seg_len) {
   using S = ClStream<T>;
   constexpr int H = K - 1, VC = kChannelsPerThread, U = S::kChunk, VB = S::kVecBytes;
@@ -814,10 +821,18 @@ conv1d_bwd_scan_ring(const ConvBwdParams p, const int seg_len) {
     rowpipe::cp_async_commit();  // empty groups too: the waits count groups
   };
 
-  // xa[m], ga[m]: x and g' at tc - H + m; [0, H) carried from the previous chunk
+  // xa[m], ga[m], ia[m]: x, g' and sequence id at tc - H + m; [0, H) carried from the
+  // previous chunk
   float xa[H + U][VC], ga[H + U][VC];
+  int ia[H + U];
+  // the ids of a chunk's steps, lane u holding step u's (the next chunk's, in flight)
+  auto chunk_ids = [&](int j) {
+    return kSeq && j < nchunks && lane < U ? id_at(p, b, t0 + j * U + lane) : 0;
+  };
+  int ids = chunk_ids(0);
 #pragma unroll
   for (int h = 0; h < H; ++h) {
+    ia[h] = kSeq ? id_at(p, b, t0 - H + h) : 0;
 #pragma unroll
     for (int i = 0; i < VC; ++i) {
       xa[h][i] = lane_in ? x_at<T>(p, b, c0 + i, t0 - H + h) : 0.f;
@@ -835,12 +850,15 @@ conv1d_bwd_scan_ring(const ConvBwdParams p, const int seg_len) {
       float gv[VC];
       read_slot<T>(slot(s, 0, u), xa[H + u]);
       read_slot<T>(slot(s, 1, u), gv);
+      const int id = ia[H + u];  // of output t (steps past L: -1)
 #pragma unroll
       for (int i = 0; i < VC; ++i) {
-        if (kSilu) {  // zero-filled steps past L give g' = 0
+        if (kSeq && id < 0) {
+          gv[i] = 0.f;
+        } else if (kSilu) {  // zero-filled steps past L give g' = 0
           float pre = bias[i];
 #pragma unroll
-          for (int k = 0; k < K; ++k) pre += w[i][k] * xa[u + k][i];
+          for (int k = 0; k < K; ++k) pre += (!kSeq || ia[u + k] == id ? w[i][k] * xa[u + k][i] : 0.f);
           gv[i] = silu_grad(gv[i], pre);
         }
         ga[H + u][i] = gv[i];
@@ -850,7 +868,8 @@ conv1d_bwd_scan_ring(const ConvBwdParams p, const int seg_len) {
         for (int i = 0; i < VC; ++i) {
           db[i] += gv[i];
 #pragma unroll
-          for (int k = 0; k < K; ++k) dw[i][k] += gv[i] * xa[u + k][i];
+          for (int k = 0; k < K; ++k)
+            dw[i][k] += (!kSeq || ia[u + k] == id ? gv[i] * xa[u + k][i] : 0.f);
         }
       }
       const int tp = t - H;  // input step whose gradient is now complete
@@ -860,7 +879,8 @@ conv1d_bwd_scan_ring(const ConvBwdParams p, const int seg_len) {
         for (int i = 0; i < VC; ++i) {
           float acc = 0.f;
 #pragma unroll
-          for (int k = 0; k < K; ++k) acc += w[i][k] * ga[u + H - k][i];
+          for (int k = 0; k < K; ++k)
+            acc += (!kSeq || ia[u + H - k] == ia[u] ? w[i][k] * ga[u + H - k][i] : 0.f);
           if (kEdge && p.has_dfinal && lane_in && tp >= L - H)
             acc += dfinal_at<T>(p, b, c0 + i, tp - (L - H));
           dxv[i] = acc;
@@ -878,6 +898,11 @@ conv1d_bwd_scan_ring(const ConvBwdParams p, const int seg_len) {
     issue(j + S::kStages - 1, stage == 0 ? S::kStages - 1 : stage - 1);
     rowpipe::cp_async_wait<S::kStages - 1>();  // chunk j has landed
     const int tc = t0 + j * U;
+    if (kSeq) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) ia[H + u] = __shfl_sync(kFullMask, ids, u);
+      ids = chunk_ids(j + 1);
+    }
     if (j > 0 && tc + U <= t1) chunk(std::false_type{}, tc, stage);
     else chunk(std::true_type{}, tc, stage);
 #pragma unroll
@@ -887,6 +912,7 @@ conv1d_bwd_scan_ring(const ConvBwdParams p, const int seg_len) {
         xa[h][i] = xa[U + h][i];
         ga[h][i] = ga[U + h][i];
       }
+      ia[h] = ia[U + h];
     }
     stage = stage + 1 == S::kStages ? 0 : stage + 1;
   }
@@ -973,10 +999,10 @@ void launch_main(const ConvBwdParams &p, const ConvBwdPlan &plan, cudaStream_t s
     conv1d_bwd_rows_ring<T, K, false><<<plan.grid, plan.block, 0, s>>>(p, plan.tiles_per_span);
   else if (plan.channel_first)
     conv1d_bwd_rows<T, K, kVec, kSeq><<<plan.grid, plan.block, 0, s>>>(p, plan.tiles_per_span);
-  else if (kVec && !kSeq && p.silu)
-    conv1d_bwd_scan_ring<T, K, true><<<plan.grid, plan.block, 0, s>>>(p, plan.seg_len);
-  else if (kVec && !kSeq)
-    conv1d_bwd_scan_ring<T, K, false><<<plan.grid, plan.block, 0, s>>>(p, plan.seg_len);
+  else if (kVec && p.silu)
+    conv1d_bwd_scan_ring<T, K, true, kSeq><<<plan.grid, plan.block, 0, s>>>(p, plan.seg_len);
+  else if (kVec)
+    conv1d_bwd_scan_ring<T, K, false, kSeq><<<plan.grid, plan.block, 0, s>>>(p, plan.seg_len);
   else
     conv1d_bwd_scan<T, K, kVec, kSeq><<<plan.grid, plan.block, 0, s>>>(p, plan.seg_len);
 }
