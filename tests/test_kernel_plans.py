@@ -162,6 +162,7 @@ def _conv_problems():
     big = (1 << 31) - 1  # the binding's limits: batch * dim and seqlen below 2^31
     for (b, d, t), k, dt, last, mis in itertools.product(
             ((1, 1, 1), (4, 2048, 512), (8, 4096, 2048), (2, 8192, 8192), (3, 77, 1001),
+             (16, 1536, 4096), (1, 16, 100_000), (2, 96, 20_000),
              (1, 2, big - (1 << 16) + 1), (1, 64, 40_000_000), (65535, 8, 64),
              (1 << 20, 2, 64), (2, 1 << 29, 3)),
             (2, 4), (FP32, BF16), (0, 1), (0, 2)):
@@ -186,6 +187,12 @@ def test_conv1d_plans(plan_dump):
                 "channel-first": q["channel_first"] == 1,
                 "rows: 4 warps a block": gx == _ceil(b * d, 4) and gz == 1,
                 "spans cover the row": tps >= 1 and gy * tps >= ntiles and (gy - 1) * tps < ntiles,
+                # 32 tiles, shorter (not below 8) only to give the GPU 4224 warps; longer
+                # only where the y limit forces it
+                "span length": tps == _ceil(ntiles, GRID_YZ) if _ceil(ntiles, GRID_YZ) > 32 else (
+                    tps == min(ntiles, 32) or (tps in (8, 16) and tps < ntiles
+                                               and b * d * _ceil(ntiles, 2 * tps) < 4224
+                                               and (b * d * gy >= 4224 or tps == 8))),
                 "workspace rows": q["parts"] == b * gy,
             })
         else:
