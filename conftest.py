@@ -139,6 +139,7 @@ class CaseItem(pytest.Item):
         self.impl = impl
 
     def runtest(self):
+        from suite import cuda_fault
         from suite.roofline import Ceilings
         from suite.runner import RunOptions, run_item
 
@@ -148,7 +149,13 @@ class CaseItem(pytest.Item):
             pytest.skip(f"unsupported: {reason}")
         opts = RunOptions(device=sel.device, golden_device=sel.device, repeats=sel.repeats,
                           timing=False)
-        ctx = _context(self.case, opts)
+        if cuda_fault.lost_at():  # an earlier item's fault: say which, not a CUDA error here
+            pytest.fail(cuda_fault.not_run_reason(), pytrace=False)
+        try:
+            ctx = _context(self.case, opts)
+        except Exception as e:
+            cuda_fault.note(e, f"{self.case.id} (case setup)")
+            raise
         ceilings = Ceilings(device_name=str(sel.device), copy_gbps=None, copy_source="none",
                             peak_tflops=None)
         row = run_item(ctx, self.impl, {}, ceilings, {self.impl.name: self.impl})

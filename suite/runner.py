@@ -4,7 +4,9 @@ Per case, once: inputs in the case dtype and layout, the float64 golden of those
 values, and the yardstick implementation's error. Per implementation: a call into
 poisoned outputs, the input-unchanged check, the per-output verdicts, R-1 repeat calls
 for determinism, then timing of the backward call alone. An implementation that raises
-gets verdict `error` with its message; the run goes on. A failing item whose op has a
+gets verdict `error` with its message; the run goes on, unless the error lost the
+process's CUDA context: later items are then errors naming it (suite/cuda_fault.py). A
+failing item whose op has a
 diagnosis hook gets its wrong elements localised and a one-line likely cause
 (suite/diagnosis.py).
 """
@@ -18,7 +20,7 @@ from typing import Iterator, Mapping, Optional
 
 import torch
 
-from suite import registry
+from suite import cuda_fault, registry
 from suite.cases import Case
 from suite.diagnosis import diagnose_item, empty_row_fields
 from suite.inputs import DTYPES, generator, perturbed, poison_
@@ -137,6 +139,11 @@ def run_item(ctx: CaseContext, impl: Implementation, env: Mapping, ceilings: Cei
         row.update(verdict=Verdict.UNSUPPORTED.value, reason=reason, duration_s=0.0)
         return row
 
+    if cuda_fault.lost_at():
+        row.update(verdict=Verdict.ERROR.value, failure_kind=FailureKind.EXCEPTION.value,
+                   reason=cuda_fault.not_run_reason(), duration_s=0.0)
+        return row
+
     ref_errs = ctx.yardstick_errors(impls_by_name)
     before = snapshot(ctx.inputs.tensors)
     dev = opts.device
@@ -154,9 +161,11 @@ def run_item(ctx: CaseContext, impl: Implementation, env: Mapping, ceilings: Cei
         _sync(dev)
     except Exception as e:  # noqa: BLE001 - the verdict keeps the message
         tb = traceback.extract_tb(e.__traceback__)[-1]
+        sticky = cuda_fault.note(e, f"{case.id} [{impl.name}]")
         row.update(verdict=Verdict.ERROR.value, failure_kind=FailureKind.EXCEPTION.value,
                    reason=f"{type(e).__name__}: {e} ({tb.filename.rsplit('/', 1)[-1]}:"
-                          f"{tb.lineno})",
+                          f"{tb.lineno})" + ("; the CUDA context is lost: later items of "
+                                             "this process are not run" if sticky else ""),
                    duration_s=time.perf_counter() - started)
         return row
 
@@ -221,13 +230,22 @@ def run_case(spec: OpSpec, case: Case, impls: list, opts: RunOptions, env: Mappi
              ceilings: Ceilings) -> Iterator[dict]:
     """Rows for every implementation of one case (inputs and golden built once)."""
     by_name = {i.name: i for i in impls}
-    try:
-        ctx = CaseContext(spec, case, opts)
-    except Exception as e:  # noqa: BLE001 - a broken input factory or golden is an error row
+    ctx, failed = None, None
+    if not cuda_fault.lost_at():
+        try:
+            ctx = CaseContext(spec, case, opts)
+        except Exception as e:  # noqa: BLE001 - a broken input factory or golden is an error row
+            cuda_fault.note(e, f"{case.id} (case setup)")
+            failed = f"case setup failed: {type(e).__name__}: {e}"
+    if ctx is None:
         for impl in impls:
             row = _base_row(env, case, impl, spec)
-            row.update(verdict=Verdict.ERROR.value, failure_kind=FailureKind.EXCEPTION.value,
-                       reason=f"case setup failed: {type(e).__name__}: {e}", duration_s=0.0)
+            reason = impl.unsupported_reason(case.params, opts.device.type)
+            if reason:
+                row.update(verdict=Verdict.UNSUPPORTED.value, reason=reason, duration_s=0.0)
+            else:
+                row.update(verdict=Verdict.ERROR.value, failure_kind=FailureKind.EXCEPTION.value,
+                           reason=failed or cuda_fault.not_run_reason(), duration_s=0.0)
             yield row
         return
     for impl in impls:

@@ -1,8 +1,9 @@
 """Implementations loaded from outside the registry (`--impl tests.helpers:NAME`), used
 by the CLI tests: one that raises, one that is interrupted mid-run, two that declare
-known failures."""
+known failures, one that simulates a sticky CUDA fault."""
 
 from kernels.causal_conv1d.torch_ref import torch_ref
+from suite import cuda_fault
 from suite.registry import implementation
 
 _calls = {"n": 0}
@@ -34,3 +35,10 @@ def known_bad(**kw):
 @implementation("causal_conv1d", "tests_known_good", kind="external", known_failures=_KNOWN)
 def known_good(**kw):
     torch_ref(**kw)
+
+
+def loses_cuda_context(**kw):
+    """Raises like a kernel fault that loses the CUDA context (a CPU stand-in: from now on
+    the suite's probe of the context fails)."""
+    cuda_fault._context_lost = lambda: True
+    raise RuntimeError("CUDA error: misaligned address")
