@@ -6,9 +6,8 @@ poisoned outputs, the input-unchanged check, the per-output verdicts, R-1 repeat
 for determinism, then timing of the backward call alone. An implementation that raises
 gets verdict `error` with its message; the run goes on, unless the error lost the
 process's CUDA context: later items are then errors naming it (suite/cuda_fault.py). A
-failing item whose op has a
-diagnosis hook gets its wrong elements localised and a one-line likely cause
-(suite/diagnosis.py).
+failing item whose op has a diagnosis hook gets its wrong elements localised and a
+one-line likely cause (suite/diagnosis.py).
 """
 
 from __future__ import annotations

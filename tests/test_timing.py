@@ -76,8 +76,11 @@ def test_max_time_limits_samples():
 
 
 def test_max_time_keeps_three_samples():
-    # Each call fits the budget, two already overrun it: a third is still taken.
-    t = time_call(_sleeper(0.01), "cpu", warmup=0, repeats=10, max_time_s=0.025)
+    # The first call fits the budget (widely: CI machines stretch sleeps), two already
+    # overrun it: a third is still taken, and no fourth.
+    durations = iter([0.001, 0.03, 0.03, 0.03])
+    t = time_call(lambda: time.sleep(next(durations)), "cpu", warmup=0, repeats=10,
+                  max_time_s=0.02)
     assert len(t.samples_s) == 3
 
 
@@ -87,7 +90,11 @@ def test_one_sample_when_a_call_overruns_the_budget():
 
 
 def test_repeats_below_three_is_the_bound():
-    t = time_call(_sleeper(0.01), "cpu", warmup=0, repeats=2, max_time_s=0.015)
+    # The budget is overrun by the second call, the first fits it with a wide margin (a
+    # loaded 2-core CI machine once stretched a 10 ms sleep to 22 ms): both are kept.
+    durations = iter([0.001, 0.25])
+    t = time_call(lambda: time.sleep(next(durations)), "cpu", warmup=0, repeats=2,
+                  max_time_s=0.2)
     assert len(t.samples_s) == 2
 
 
