@@ -104,3 +104,16 @@ def test_binding_compiles_against_torch_headers(binding, tmp_path):
     r = subprocess.run([GXX, "-fsyntax-only", "-std=c++17", "-w", *(f"-I{i}" for i in incs),
                         str(binding)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+def test_dtype_dispatch_maps_every_dtype(tmp_path):
+    """The launch code's one dtype switch (kernels/common/csrc/dtype_dispatch.cuh), run on
+    the host: each DType reaches its C++ type, an unknown value is refused."""
+    exe = tmp_path / "dispatch"
+    src = Path(__file__).resolve().parent / "csrc" / "dtype_dispatch_check.cu"
+    r = subprocess.run([NVCC, "-std=c++17", str(src), "-o", str(exe)], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr

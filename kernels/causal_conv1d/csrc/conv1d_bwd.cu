@@ -30,6 +30,7 @@
 #include <type_traits>
 
 #include "../../common/csrc/convert.cuh"
+#include "../../common/csrc/dtype_dispatch.cuh"
 #include "../../common/csrc/row_pipeline.cuh"
 #include "conv1d_bwd.h"
 
@@ -1094,23 +1095,14 @@ ConvBwdPlan conv1d_bwd_plan(const ConvBwdParams &p) {
 
 cudaError_t conv1d_bwd_launch(const ConvBwdParams &p, const ConvBwdPlan &plan,
                               cudaStream_t stream) {
-  cudaError_t err;
-  switch (p.x_dtype) {
-    case DType::kFloat32: err = launch_typed<float>(p, plan, stream); break;
-    case DType::kFloat16: err = launch_typed<__half>(p, plan, stream); break;
-    case DType::kBFloat16: err = launch_typed<__nv_bfloat16>(p, plan, stream); break;
-    default: return cudaErrorInvalidValue;
-  }
+  const cudaError_t err = with_dtype(p.x_dtype, [&](auto t) {
+    return launch_typed<typename decltype(t)::type>(p, plan, stream);
+  });
   if (err != cudaSuccess) return err;
   const int64_t n = int64_t(p.dim) * (p.width + 1);
   const dim3 grid(unsigned((n + 255) / 256)), block(256);
-  switch (p.w_dtype) {
-    case DType::kFloat32: conv1d_bwd_reduce<float><<<grid, block, 0, stream>>>(p, plan.parts); break;
-    case DType::kFloat16: conv1d_bwd_reduce<__half><<<grid, block, 0, stream>>>(p, plan.parts); break;
-    case DType::kBFloat16:
-      conv1d_bwd_reduce<__nv_bfloat16><<<grid, block, 0, stream>>>(p, plan.parts);
-      break;
-    default: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return with_dtype(p.w_dtype, [&](auto w) {
+    conv1d_bwd_reduce<typename decltype(w)::type><<<grid, block, 0, stream>>>(p, plan.parts);
+    return cudaGetLastError();
+  });
 }

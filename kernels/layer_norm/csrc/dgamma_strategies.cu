@@ -25,6 +25,7 @@
 #include <algorithm>
 
 #include "../../common/csrc/convert.cuh"
+#include "../../common/csrc/dtype_dispatch.cuh"
 #include "dgamma_strategies.h"
 
 namespace {
@@ -174,27 +175,12 @@ SlicePlan slice_plan(const LnBwdParams &p, int sm_count) {
   return s;
 }
 
-template <typename T> struct Tag { using type = T; };
-
-// f(Tag<T>{}, Tag<W>{}) for x's dtype T and dgamma's dtype W.
-template <typename T, typename F>
-cudaError_t with_w(DType w, F &&f) {
-  switch (w) {
-    case DType::kFloat32: return f(Tag<T>{}, Tag<float>{});
-    case DType::kFloat16: return f(Tag<T>{}, Tag<__half>{});
-    case DType::kBFloat16: return f(Tag<T>{}, Tag<__nv_bfloat16>{});
-    default: return cudaErrorInvalidValue;
-  }
-}
-
+// f(TypeTag<T>{}, TypeTag<W>{}) for x's dtype T and dgamma's dtype W.
 template <typename F>
 cudaError_t with_types(const LnBwdParams &p, F &&f) {
-  switch (p.x_dtype) {
-    case DType::kFloat32: return with_w<float>(p.w_dtype, f);
-    case DType::kFloat16: return with_w<__half>(p.w_dtype, f);
-    case DType::kBFloat16: return with_w<__nv_bfloat16>(p.w_dtype, f);
-    default: return cudaErrorInvalidValue;
-  }
+  return with_dtype(p.x_dtype, [&](auto xt) {
+    return with_dtype(p.w_dtype, [&](auto wt) { return f(xt, wt); });
+  });
 }
 
 template <typename W>

@@ -46,6 +46,7 @@
 #include <algorithm>
 
 #include "../../common/csrc/convert.cuh"
+#include "../../common/csrc/dtype_dispatch.cuh"
 #include "../../common/csrc/row_pipeline.cuh"
 #include "layer_norm_bwd.h"
 
@@ -654,24 +655,15 @@ cudaError_t layer_norm_bwd_launch(const LnBwdParams &p, const LnBwdPlan &plan,
                                   cudaStream_t stream) {
   if (p.rows == 0 || p.n == 0) return cudaSuccess;
   if (p.ws && !p.affine) return cudaErrorInvalidValue;
-  cudaError_t err;
-  switch (p.x_dtype) {
-    case DType::kFloat32: err = launch_typed<float>(p, plan, stream); break;
-    case DType::kFloat16: err = launch_typed<__half>(p, plan, stream); break;
-    case DType::kBFloat16: err = launch_typed<__nv_bfloat16>(p, plan, stream); break;
-    default: return cudaErrorInvalidValue;
-  }
+  cudaError_t err = with_dtype(p.x_dtype, [&](auto t) {
+    return launch_typed<typename decltype(t)::type>(p, plan, stream);
+  });
   if (err != cudaSuccess) return err;
   err = cudaGetLastError();
   if (err != cudaSuccess || !p.ws) return err;
   const dim3 grid(unsigned((p.n + kRedCols - 1) / kRedCols), 2), block(kRedCols * kRedSlices);
-  switch (p.w_dtype) {
-    case DType::kFloat32: ln_bwd_cols<float><<<grid, block, 0, stream>>>(p, plan.parts); break;
-    case DType::kFloat16: ln_bwd_cols<__half><<<grid, block, 0, stream>>>(p, plan.parts); break;
-    case DType::kBFloat16:
-      ln_bwd_cols<__nv_bfloat16><<<grid, block, 0, stream>>>(p, plan.parts);
-      break;
-    default: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return with_dtype(p.w_dtype, [&](auto w) {
+    ln_bwd_cols<typename decltype(w)::type><<<grid, block, 0, stream>>>(p, plan.parts);
+    return cudaGetLastError();
+  });
 }

@@ -40,6 +40,7 @@
 #include <algorithm>
 
 #include "../../common/csrc/convert.cuh"
+#include "../../common/csrc/dtype_dispatch.cuh"
 #include "softmax_bwd.h"
 
 namespace {
@@ -366,10 +367,7 @@ SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p) {
 cudaError_t softmax_bwd_launch(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan,
                                cudaStream_t stream) {
   if (p.rows == 0 || p.n == 0) return cudaSuccess;
-  switch (p.dtype) {
-    case DType::kFloat32: return launch_typed<float>(p, plan, stream);
-    case DType::kFloat16: return launch_typed<__half>(p, plan, stream);
-    case DType::kBFloat16: return launch_typed<__nv_bfloat16>(p, plan, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return with_dtype(p.dtype, [&](auto t) {
+    return launch_typed<typename decltype(t)::type>(p, plan, stream);
+  });
 }
