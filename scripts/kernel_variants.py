@@ -38,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from suite.errors import SuiteInputError  # noqa: E402
+from suite.errors import SuiteInputError, run_script  # noqa: E402
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 
@@ -197,7 +197,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except SuiteInputError as e:
-        sys.exit(f"kernel_variants: {e}")
+    run_script(main, "kernel_variants")

@@ -23,7 +23,7 @@ import torch  # noqa: E402
 
 from suite import registry  # noqa: E402
 from suite.cases import load_cases  # noqa: E402
-from suite.errors import SuiteInputError  # noqa: E402
+from suite.errors import SuiteInputError, run_script  # noqa: E402
 from suite.runner import _timed_call  # noqa: E402
 
 
@@ -57,7 +57,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except SuiteInputError as e:
-        sys.exit(f"ncu_case: {e}")
+    run_script(main, "ncu_case")

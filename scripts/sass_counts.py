@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from suite.errors import SuiteInputError  # noqa: E402
+from suite.errors import SuiteInputError, run_script  # noqa: E402
 
 _PREDICATE = re.compile(r"^@!?U?P\w+\s+")
 
@@ -86,7 +86,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except SuiteInputError as e:
-        sys.exit(f"sass_counts: {e}")
+    run_script(main, "sass_counts")

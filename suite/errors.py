@@ -7,6 +7,9 @@ before anything runs; pytest turns it into a usage error.
 
 from __future__ import annotations
 
+import sys
+from typing import Callable
+
 EXIT_BAD_INPUT = 2
 
 
@@ -23,3 +26,14 @@ def did_you_mean(name: str, known) -> str:
     """The list of known names, for an error message."""
     known = sorted(known)
     return f"{name!r} is not one of: {', '.join(known) if known else '(none)'}"
+
+
+def run_script(main: Callable[[], int], prog: str) -> None:
+    """Entry point of a scripts/ program: its exit status, or its bad-input error as one
+    line `prog: where: what` and status 2, as the CLI does."""
+    try:
+        code = main()
+    except SuiteInputError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        code = EXIT_BAD_INPUT
+    sys.exit(code)

@@ -54,3 +54,15 @@ def test_refuses_what_is_not_a_sass_export(sass_counts, tmp_path):
         sass_counts.main([str(bad), "--elements", "4"])
     with pytest.raises(SuiteInputError, match="positive"):
         sass_counts.main([str(bad), "--elements", "0"])
+
+
+def test_bad_input_is_one_line_and_status_2(tmp_path):
+    import subprocess
+    import sys
+    bad = tmp_path / "x.csv"
+    bad.write_text("a,b\n")
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "sass_counts.py"), str(bad),
+                        "--elements", "4"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"sass_counts: {bad}: no 'Address' header row: not an ncu " \
+                               "--page source --csv --print-source sass export"
