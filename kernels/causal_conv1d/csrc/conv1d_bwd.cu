@@ -86,6 +86,25 @@ __device__ __forceinline__ float silu_grad(float g, float pre) {
   return g * s * (1.f + pre * (1.f - s));
 }
 
+// The taps the channel-last kernels sum over a K-step window, masked with seq_idx: a step
+// counts only if it is in the sequence of the step the sum is for (in(k); always without
+// seq_idx). tap_sum: init + sum_k w[k] v(k) (a pre-activation over x, a dx over g');
+// add_tap_terms: dw[k] += g v(k) (the dweight terms of one output over x). The
+// channel-first scan_tile writes the same loops out: through these helpers its compiled
+// code changed (not measured), theirs did not.
+template <int K, bool kSeq, typename V, typename In>
+__device__ __forceinline__ float tap_sum(float init, const float (&w)[K], V v, In in) {
+  float acc = init;
+#pragma unroll
+  for (int k = 0; k < K; ++k) acc += (!kSeq || in(k) ? w[k] * v(k) : 0.f);
+  return acc;
+}
+template <int K, bool kSeq, typename V, typename In>
+__device__ __forceinline__ void add_tap_terms(float (&dw)[K], float g, V v, In in) {
+#pragma unroll
+  for (int k = 0; k < K; ++k) dw[k] += (!kSeq || in(k) ? g * v(k) : 0.f);
+}
+
 // Input at time t (may be < 0: initial states or zeros; >= L: zeros).
 template <typename T>
 __device__ __forceinline__ float x_at(const ConvBwdParams &p, int b, int c, int t) {
@@ -689,9 +708,8 @@ conv1d_bwd_scan(const ConvBwdParams p, const int seg_len) {
         if (kSeq && id < 0) {
           g = 0.f;
         } else if (p.silu && t < L) {
-          float pre = bias[i];
-#pragma unroll
-          for (int k = 0; k < K; ++k) pre += (!kSeq || idw[k] == id ? w[i][k] * xw[i][k] : 0.f);
+          const float pre = tap_sum<K, kSeq>(bias[i], w[i], [&](int k) { return xw[i][k]; },
+                                             [&](int k) { return idw[k] == id; });
           g = silu_grad(g, pre);
         }
         gv[i] = g;
@@ -700,9 +718,8 @@ conv1d_bwd_scan(const ConvBwdParams p, const int seg_len) {
 #pragma unroll
         for (int i = 0; i < VC; ++i) {
           db[i] += gv[i];
-#pragma unroll
-          for (int k = 0; k < K; ++k)
-            dw[i][k] += (!kSeq || idw[k] == id ? gv[i] * xw[i][k] : 0.f);
+          add_tap_terms<K, kSeq>(dw[i], gv[i], [&](int k) { return xw[i][k]; },
+                                 [&](int k) { return idw[k] == id; });
         }
       }
 #pragma unroll
@@ -717,10 +734,8 @@ conv1d_bwd_scan(const ConvBwdParams p, const int seg_len) {
         float dxv[VC];
 #pragma unroll
         for (int i = 0; i < VC; ++i) {
-          float acc = 0.f;
-#pragma unroll
-          for (int k = 0; k < K; ++k)
-            acc += (!kSeq || idw[H - k] == idw[0] ? w[i][k] * gw[i][H - k] : 0.f);
+          float acc = tap_sum<K, kSeq>(0.f, w[i], [&](int k) { return gw[i][H - k]; },
+                                       [&](int k) { return idw[H - k] == idw[0]; });
           const int j = tp - (L - H);
           if (p.has_dfinal && j >= 0 && c0 + i < p.dim) acc += dfinal_at<T>(p, b, c0 + i, j);
           dxv[i] = acc;
@@ -857,9 +872,8 @@ conv1d_bwd_scan_ring(const ConvBwdParams p, const int seg_len) {
         if (kSeq && id < 0) {
           gv[i] = 0.f;
         } else if (kSilu) {  // zero-filled steps past L give g' = 0
-          float pre = bias[i];
-#pragma unroll
-          for (int k = 0; k < K; ++k) pre += (!kSeq || ia[u + k] == id ? w[i][k] * xa[u + k][i] : 0.f);
+          const float pre = tap_sum<K, kSeq>(bias[i], w[i], [&](int k) { return xa[u + k][i]; },
+                                             [&](int k) { return ia[u + k] == id; });
           gv[i] = silu_grad(gv[i], pre);
         }
         ga[H + u][i] = gv[i];
@@ -868,9 +882,8 @@ conv1d_bwd_scan_ring(const ConvBwdParams p, const int seg_len) {
 #pragma unroll
         for (int i = 0; i < VC; ++i) {
           db[i] += gv[i];
-#pragma unroll
-          for (int k = 0; k < K; ++k)
-            dw[i][k] += (!kSeq || ia[u + k] == id ? gv[i] * xa[u + k][i] : 0.f);
+          add_tap_terms<K, kSeq>(dw[i], gv[i], [&](int k) { return xa[u + k][i]; },
+                                 [&](int k) { return ia[u + k] == id; });
         }
       }
       const int tp = t - H;  // input step whose gradient is now complete
@@ -878,10 +891,8 @@ conv1d_bwd_scan_ring(const ConvBwdParams p, const int seg_len) {
         float dxv[VC];
 #pragma unroll
         for (int i = 0; i < VC; ++i) {
-          float acc = 0.f;
-#pragma unroll
-          for (int k = 0; k < K; ++k)
-            acc += (!kSeq || ia[u + H - k] == ia[u] ? w[i][k] * ga[u + H - k][i] : 0.f);
+          float acc = tap_sum<K, kSeq>(0.f, w[i], [&](int k) { return ga[u + H - k][i]; },
+                                       [&](int k) { return ia[u + H - k] == ia[u]; });
           if (kEdge && p.has_dfinal && lane_in && tp >= L - H)
             acc += dfinal_at<T>(p, b, c0 + i, tp - (L - H));
           dxv[i] = acc;
