@@ -6,7 +6,8 @@
 #   e.g. bash scripts/gpu_variants.sh softmax=benchmarks/variants/my_idea.toml \
 #        causal_conv1d=benchmarks/variants/other_idea.toml@-cf-   (@: only case ids with -cf-)
 #   REPEATS (determinism repeats, default 3), VARIANT_TIMEOUT (seconds a file, default 300),
-#   PROFILE (the cases' profile, default perf; gpu for correctness)
+#   PROFILE (the cases' profile, default perf; gpu for correctness), PEERS (other
+#   implementations timed in the same run, e.g. liger,torch_ref)
 set -uo pipefail
 export PYTHONPATH="${PYTHONPATH:-.}" PYTHONUNBUFFERED=1 BWD_SUITE_CACHE="${BWD_SUITE_CACHE:-$OUT/cache}"
 logs="${LOGS:-$OUT}"; mkdir -p "$logs"
@@ -17,6 +18,6 @@ for spec in "$@"; do
   name=$(basename "$file" .toml)
   timeout "${VARIANT_TIMEOUT:-300}" python3 scripts/kernel_variants.py --op "$op" \
     --variants "$file" "${case_args[@]}" --profile "${PROFILE:-perf}" --repeats "${REPEATS:-3}" \
-    --output "$logs/variants_$name.parquet" > "$logs/variants_$name.log" 2>&1
+    ${PEERS:+--with "$PEERS"} --output "$logs/variants_$name.parquet" > "$logs/variants_$name.log" 2>&1
   echo "variants $name exit $?"; grep -v "^building" "$logs/variants_$name.log" | tail -25 | cut -c1-220
 done

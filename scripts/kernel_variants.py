@@ -22,6 +22,9 @@ with the L2 flushed, one parquet. So a kernel idea is measured, correct or not, 
 same run as the kernel it would replace:
 
     python3 scripts/kernel_variants.py --op softmax --variants my.toml --case 4096x8192
+
+--with liger,torch_ref times other implementations of the op in the same run, so that a
+variant is also compared with its peers (a vendor kernel absent there runs as unsupported).
 """
 
 from __future__ import annotations
@@ -143,6 +146,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="determinism repeats (default 3)")
     ap.add_argument("--output", type=Path, default=Path("variants.parquet"))
     ap.add_argument("--jobs", type=int, default=4, help="builds at once (default 4)")
+    ap.add_argument("--with", dest="peers", default="",
+                    help="other implementations of the op timed in the same run "
+                         "(comma-separated names, e.g. liger,torch_ref)")
     a = ap.parse_args(argv)
     variants = load_variants(a.variants)
 
@@ -157,7 +163,13 @@ def main(argv=None) -> int:
 
     spec = registry.op(a.op, where="--op")
     module = importlib.import_module(f"kernels.{a.op}.cuda")
-    base = next(i for i in registry.implementations(a.op) if i.name == "cuda")
+    known = {i.name: i for i in registry.implementations(a.op)}
+    base = known["cuda"]
+    peers = [n.strip() for n in a.peers.split(",") if n.strip()]
+    unknown = [n for n in peers if n not in known or n == "cuda"]
+    if unknown:
+        raise SuiteInputError("--with", f"{', '.join(unknown)}: not another implementation of "
+                                        f"{a.op} (it has {', '.join(sorted(known))})")
     cases = [c for c in load_cases(op=a.op, profile=a.profile)
              if not a.case or any(s in c.id for s in a.case)]
     if not cases:
@@ -177,7 +189,7 @@ def main(argv=None) -> int:
             shipped = pool.submit(module.extension)
             exts = list(pool.map(build, variants, dirs))
             shipped.result()
-    impls = [base] + [variant_implementation(base, module, v, e) for v, e in zip(variants, exts)]
+    impls = [base] + [known[n] for n in peers] + [variant_implementation(base, module, v, e) for v, e in zip(variants, exts)]
     dev = torch.device("cuda")
     ceilings = roofline.load_ceilings(dev)
     if ceilings.copy_gbps is None:

@@ -131,3 +131,19 @@ def test_open_variant_files_load(kv, path):
     (whether a patch still applies depends on the commit it names: the GPU run says)."""
     variants = kv.load_variants(path)
     assert variants and all(v.patch is None or v.patch.is_file() for v in variants)
+
+
+def test_peers_must_be_other_implementations_of_the_op(kv, tmp_path):
+    toml = _toml(tmp_path, f'''
+[[variant]]
+name = "rows8"
+[[variant.edit]]
+file = "softmax/csrc/softmax_bwd.cu"
+old = "{OLD}"
+new = "constexpr int kWarpRows = 8;"
+''')
+    # checked before any build or device: the error names the option and the op's names
+    for peers, bad in (("liger,nope", "nope"), ("cuda", "cuda")):
+        with pytest.raises(SuiteInputError, match=rf"--with.*{bad}: not another implementation "
+                                                  r"of softmax \(it has .*torch_ref"):
+            kv.main(["--op", "softmax", "--variants", str(toml), "--with", peers])
