@@ -12,13 +12,14 @@
 // from registers after the reduction.
 //  - short rows (N <= 32 x 8 x V: 1024 fp32, 2048 fp16/bf16): one warp per row, 4 rows
 //    per 128-thread block, C = 1, 2, 4 or 8; the reduction is warp shuffles only.
-//  - long rows: one block per row. Up to 1024 x 2 vectors (8192 fp32 / 16384 16-bit) with
-//    C = 2 and TPR = 128 ... 1024: few registers per thread (<= 64), so several rows are in
-//    flight per SM at different phases (load, reduce, store). With C = 8 and 128 threads
-//    per row, 4096x8192 bf16 reached 0.86 of the copy bandwidth; measured on the H200.
-//    Longer: TPR = 512, C = 4 or 8, held in registers up to 512 x 8 vectors = 16384 fp32
-//    or 32768 fp16/bf16 elements per row (128 KiB of y and dy per block, half the register
-//    file). The warps' partial sums meet in shared memory (one __syncthreads).
+//  - long rows: one block per row. Up to 512 x 2 vectors (4096 fp32 / 8192 16-bit) with
+//    C = 2 and TPR = 128 ... 512: few registers per thread (<= 40 for 16-bit rows, 3
+//    blocks an SM), so several rows are in flight per SM at different phases (load,
+//    reduce, store); fp32 rows of up to 8192 at C = 4 on 512 threads, 2 blocks an SM.
+//    Longer: TPR = 128 ... 512, C = 4 or 8, held in registers up to 512 x 8 vectors =
+//    16384 fp32 or 32768 fp16/bf16 elements per row (128 KiB of y and dy per block, half
+//    the register file). The warps' partial sums meet in shared memory (one __syncthreads)
+//    and are summed by a butterfly (up to 4 vectors a thread) or in warp order.
 //  - longer rows (32768 fp32, 65536 16-bit and beyond): the first 512 x 8 vectors stay in
 //    registers, the rest of the row is streamed twice (pass 1 the dot, pass 2 the output),
 //    so only the part that does not fit is read a second time (mostly from L2 for a few
@@ -38,26 +39,33 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "../../common/csrc/convert.cuh"
 #include "../../common/csrc/dtype_dispatch.cuh"
+#include "../../common/csrc/reduce.cuh"
 #include "softmax_bwd.h"
 
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarpRows = 4;      // rows (warps) per block of the warp-per-row kernel
 constexpr int kMaxChunks = 8;     // C: 16-byte vectors of y and of dy per thread
 constexpr int kMaxThreads = 512;  // threads of the block-per-row kernel with C >= 4
-constexpr int kMaxThreadsC2 = 1024;  // ... with C <= 2 (at most 64 registers a thread)
+constexpr int kMaxThreadsC2 = 1024;  // threads of a block row at most (its partials' slots)
 // ... with C <= 2 and 16-bit elements: at most 512 threads, 3 blocks an SM (<= 40
 // registers). On the H200 at 4096x8192 bf16 (512 threads a row) 3 resident rows an SM
-// instead of 2 gave 0.82 -> 0.87 of the copy bandwidth (0.87 -> 0.90 with dropout); fp32
-// rows lost with it (0.88 -> 0.84: 1024-thread rows went to C = 8), so they keep 1024.
+// instead of 2 gave 0.82 -> 0.87 of the copy bandwidth (0.87 -> 0.90 with dropout).
 constexpr int kMaxThreadsC2Half = 512;
 constexpr int kBlocksC2Half = 3;
+// ... and fp32 rows: C = 2 on up to 512 threads, then 1025-2048 vectors at C = 4 on 512
+// threads, 2 blocks an SM (<= 64 registers). At C = 2 on 1024 threads (44 registers: one
+// block an SM) 4096x8192 fp32 ran at 0.75-0.88 of the copy bandwidth from run to run; at
+// C = 4 with the lean block rows (below) at 0.95, Liger's speed; C = 4 without them stayed
+// at 0.75 (BENCHMARKS.md, 2026-11-30 sixth session).
+constexpr int kMaxThreadsC2Fp32 = 512;
+constexpr int kBlocksC4Fp32 = 2;
 constexpr __host__ __device__ int max_threads_c2(int elem_bytes) {
-  return elem_bytes == 2 ? kMaxThreadsC2Half : kMaxThreadsC2;
+  return elem_bytes == 2 ? kMaxThreadsC2Half : kMaxThreadsC2Fp32;
 }
 // ... on the scalar path: 16-bit elements loaded one by one sit in a register each until
 // packed, so a thread needs up to ~160 registers there (512 threads would cap it at 128)
@@ -85,15 +93,15 @@ template <int V> struct MaskVec {
 
 // Chunk starting at row element `base`: this thread's V elements of y, dy (and the mask);
 // elements at or past n read as zeros.
-template <typename T, bool kVec, bool kDrop>
+template <typename T, bool kVec, bool kDrop, typename Idx>
 __device__ __forceinline__ void load_chunk(const T *__restrict__ y, const T *__restrict__ dy,
-                                           const uint8_t *__restrict__ mk, int64_t base,
-                                           int tid, int tpr, int64_t n, Vec<T> &yv,
+                                           const uint8_t *__restrict__ mk, Idx base,
+                                           int tid, int tpr, Idx n, Vec<T> &yv,
                                            Vec<T> &dv, MaskVec<Vec<T>::V> &mv) {
   constexpr int V = Vec<T>::V;
   using MaskT = typename MaskBits<V>::type;
   if (kVec) {
-    const int64_t e0 = base + int64_t(tid) * V;
+    const Idx e0 = base + Idx(tid) * V;
     if (e0 + V <= n) {
       yv.raw = __ldg(reinterpret_cast<const uint4 *>(y + e0));
       dv.raw = __ldg(reinterpret_cast<const uint4 *>(dy + e0));
@@ -117,7 +125,7 @@ __device__ __forceinline__ void load_chunk(const T *__restrict__ y, const T *__r
     if (kDrop) mv.raw = MaskT{};
 #pragma unroll
     for (int i = 0; i < V; ++i) {
-      const int64_t e = base + int64_t(i) * tpr + tid;
+      const Idx e = base + Idx(i) * tpr + tid;
       if (e < n) {
         yv.e[i] = y[e];
         dv.e[i] = dy[e];
@@ -152,9 +160,9 @@ __device__ __forceinline__ float dot_vec(const Vec<T> &yv, const Vec<T> &dv, flo
 }
 
 // dx = y * (g - dot) of the chunk at `base`, elements past n not written
-template <typename T, bool kVec, bool kDrop>
-__device__ __forceinline__ void store_chunk(T *__restrict__ dx, int64_t base, int tid, int tpr,
-                                            int64_t n, const Vec<T> &yv, const Vec<T> &dv,
+template <typename T, bool kVec, bool kDrop, typename Idx>
+__device__ __forceinline__ void store_chunk(T *__restrict__ dx, Idx base, int tid, int tpr,
+                                            Idx n, const Vec<T> &yv, const Vec<T> &dv,
                                             float scale, float dot) {
   constexpr int V = Vec<T>::V;
   Vec<T> o;
@@ -162,7 +170,7 @@ __device__ __forceinline__ void store_chunk(T *__restrict__ dx, int64_t base, in
   for (int i = 0; i < V; ++i)
     o.e[i] = from_f<T>(to_f<T>(yv.e[i]) * (grad<T, kDrop>(dv.e[i], scale) - dot));
   if (kVec) {
-    const int64_t e0 = base + int64_t(tid) * V;
+    const Idx e0 = base + Idx(tid) * V;
     if (e0 + V <= n) {
       *reinterpret_cast<uint4 *>(dx + e0) = o.raw;
       return;
@@ -173,25 +181,26 @@ __device__ __forceinline__ void store_chunk(T *__restrict__ dx, int64_t base, in
   } else {
 #pragma unroll
     for (int i = 0; i < V; ++i) {
-      const int64_t e = base + int64_t(i) * tpr + tid;
+      const Idx e = base + Idx(i) * tpr + tid;
       if (e < n) dx[e] = o.e[i];
     }
   }
 }
 
 // Fixed-order row sum. The xor butterfly leaves the same bits in every lane (each step
-// adds the same two values, in either order). Block: warp w's sum goes to part[w] and
-// every thread adds part[0], part[1], ... in that order.
-template <bool kWarp>
+// adds the same two values, in either order). Block: warp w's sum goes to part[w]; then
+// every warp sums the partials by the same butterfly (kTree: 5 dependent steps), or every
+// thread adds part[0], part[1], ... in that order.
+template <bool kWarp, bool kTree>
 __device__ __forceinline__ float row_sum(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFullMask, v, off);
+  v = rowsum::warp_sum(v);
   if (kWarp) return v;
   __shared__ float part[kMaxThreadsC2 / 32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) part[warp] = v;
   __syncthreads();
   const int nw = blockDim.x / 32;
+  if (kTree) return rowsum::partials_sum(part, nw, lane);
   float s = 0.f;
   for (int w = 0; w < nw; ++w) s += part[w];
   return s;
@@ -204,7 +213,9 @@ template <typename T, int C, bool kWarp, bool kVec, bool kDrop, bool kStream>
 __global__ void __launch_bounds__(kWarp ? 32 * kWarpRows
                                   : !kVec ? kMaxThreadsScalar
                                   : C <= 2 ? max_threads_c2(sizeof(T)) : kMaxThreads,
-                                  !kWarp && kVec && C <= 2 && sizeof(T) == 2 ? kBlocksC2Half : 1)
+                                  !kWarp && kVec && C <= 2 && sizeof(T) == 2 ? kBlocksC2Half
+                                  : !kWarp && kVec && C == 4 && sizeof(T) == 4 ? kBlocksC4Fp32
+                                  : 1)
 softmax_bwd_kernel(const SoftmaxBwdParams p) {
   constexpr int V = Vec<T>::V;
   const int tpr = kWarp ? 32 : int(blockDim.x);
@@ -212,8 +223,15 @@ softmax_bwd_kernel(const SoftmaxBwdParams p) {
   const int64_t row =
       kWarp ? int64_t(blockIdx.x) * kWarpRows + threadIdx.x / 32 : int64_t(blockIdx.x);
   if (kWarp && row >= p.rows) return;  // the whole warp: no shuffles left behind
-  const int64_t n = p.n;
-  const int64_t chunk = int64_t(tpr) * V;  // row elements per chunk
+  // Lean block rows (up to 4 vectors a thread, held whole): 32-bit offsets within the row
+  // and the warp partials summed by a butterfly; with both, fp32 4096x8192 reached Liger's
+  // speed (with neither, or with the butterfly alone, it did not). Warp rows keep 64-bit
+  // offsets (32-bit measured 2-4% slower at 8192x1024 bf16) and so do C = 8 rows (the 16-bit
+  // one spills 128 bytes at its 128-register cap with them).
+  constexpr bool kLean = !kWarp && !kStream && C <= 4;
+  using Idx = std::conditional_t<kLean, int, int64_t>;
+  const Idx n = Idx(p.n);
+  const Idx chunk = Idx(tpr) * V;  // row elements per chunk
   const float scale = p.scale;
 
   const T *y = static_cast<const T *>(p.y) + row * p.y_row;
@@ -236,9 +254,9 @@ softmax_bwd_kernel(const SoftmaxBwdParams p) {
 #pragma unroll
   for (int c = 0; c < C; ++c) dot = dot_vec<T, kDrop>(yv[c], dv[c], scale, dot);
 
-  const int64_t nchunks = (n + chunk - 1) / chunk;
+  const Idx nchunks = (n + chunk - 1) / chunk;
   if (kStream) {  // pass 1 over the rest: two chunks in flight per step
-    for (int64_t c = C; c < nchunks; c += 2) {
+    for (Idx c = C; c < nchunks; c += 2) {
       Vec<T> ys[2], ds[2];
       MaskVec<V> ms[2];
 #pragma unroll
@@ -252,14 +270,14 @@ softmax_bwd_kernel(const SoftmaxBwdParams p) {
     }
   }
 
-  dot = row_sum<kWarp>(dot);
+  dot = row_sum<kWarp, kLean>(dot);
 
 #pragma unroll
   for (int c = 0; c < C; ++c)
     store_chunk<T, kVec, kDrop>(dx, c * chunk, tid, tpr, n, yv[c], dv[c], scale, dot);
 
   if (kStream) {  // pass 2 over the rest: read again (mostly from L2), write dx
-    for (int64_t c = C; c < nchunks; c += 2) {
+    for (Idx c = C; c < nchunks; c += 2) {
       Vec<T> ys[2], ds[2];
       MaskVec<V> ms[2];
 #pragma unroll
@@ -351,6 +369,9 @@ SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p) {
     if (plan.vectorized && nv <= 2 * max_threads_c2(es)) {  // C = 2, as many threads as needed
       tpr = std::max(128, pow2_ceil((nv + 1) / 2));
       plan.chunks = 2;
+    } else if (plan.vectorized && es == 4 && nv <= 4 * kMaxThreads) {  // fp32: C = 4
+      tpr = std::max(128, pow2_ceil((nv + 3) / 4));
+      plan.chunks = 4;
     } else {
       const int max_tpr = plan.vectorized ? kMaxThreads : kMaxThreadsScalar;
       tpr = nv <= 128 * kMaxChunks ? 128 : nv <= 256 * kMaxChunks ? 256 : max_tpr;
