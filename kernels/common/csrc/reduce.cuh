@@ -29,9 +29,10 @@ template <typename V> __device__ __forceinline__ V warp_sum(V v) {
 // Sum of part[0 .. count) (count <= 32, in shared memory, behind a barrier), for every lane
 // of the calling warp: lane w takes part[w] (0 past count) and the warp sums by butterfly,
 // instead of a load and an add per partial in every thread. Measured in the ring kernel
-// only as part of larger changes; the softmax block kernels (one row a block) measured
-// slower with it than with the loop on the H200 (4096x8192: 0.65-0.75 against 0.82-0.89
-// of the copy bandwidth), so they keep the loop.
+// only as part of larger changes. In the softmax block kernels (one row a block) it measured
+// slower than the loop on its own, and with 32-bit row offsets as well it brought fp32
+// 4096x8192 to Liger's speed (BENCHMARKS.md, 2026-11-30 sixth session): the block rows of up
+// to 4 vectors a thread use it, the longer ones keep the loop.
 template <typename V>
 __device__ __forceinline__ V partials_sum(const V *part, int count, int lane) {
   return warp_sum(lane < count ? part[lane] : zero_like(part[0]));
