@@ -50,24 +50,18 @@ namespace {
 
 constexpr int kWarpRows = 4;      // rows (warps) per block of the warp-per-row kernel
 constexpr int kMaxChunks = 8;     // C: 16-byte vectors of y and of dy per thread
-constexpr int kMaxThreads = 512;  // threads of the block-per-row kernel with C >= 4
-constexpr int kMaxThreadsC2 = 1024;  // threads of a block row at most (its partials' slots)
-// ... with C <= 2 and 16-bit elements: at most 512 threads, 3 blocks an SM (<= 40
-// registers). On the H200 at 4096x8192 bf16 (512 threads a row) 3 resident rows an SM
-// instead of 2 gave 0.82 -> 0.87 of the copy bandwidth (0.87 -> 0.90 with dropout).
-constexpr int kMaxThreadsC2Half = 512;
+constexpr int kMaxThreads = 512;  // threads of a vectorized block row (16 warp partials)
+// 16-bit C = 2 block rows at 3 blocks an SM (<= 40 registers). On the H200 at 4096x8192
+// bf16 (512 threads a row) 3 resident rows an SM instead of 2 gave 0.82 -> 0.87 of the copy
+// bandwidth (0.87 -> 0.90 with dropout).
 constexpr int kBlocksC2Half = 3;
-// ... and fp32 rows: C = 2 on up to 512 threads, then 1025-2048 vectors at C = 4 on 512
-// threads, 2 blocks an SM (<= 64 registers). At C = 2 on 1024 threads (44 registers: one
-// block an SM) 4096x8192 fp32 ran at 0.75-0.88 of the copy bandwidth from run to run; at
-// C = 4 with the lean block rows (below) at 0.95, Liger's speed; C = 4 without them stayed
-// at 0.75 (BENCHMARKS.md, 2026-11-30 sixth session).
-constexpr int kMaxThreadsC2Fp32 = 512;
+// fp32 rows: C = 2 on up to 512 threads, then 1025-2048 vectors at C = 4 on 512 threads, 2
+// blocks an SM (<= 64 registers). At C = 2 on 1024 threads (44 registers: one block an SM)
+// 4096x8192 fp32 ran at 0.75-0.88 of the copy bandwidth from run to run; at C = 4 with the
+// lean block rows (below) at 0.95, Liger's speed; C = 4 without them stayed at 0.75
+// (BENCHMARKS.md, 2026-11-30 sixth session).
 constexpr int kBlocksC4Fp32 = 2;
-constexpr __host__ __device__ int max_threads_c2(int elem_bytes) {
-  return elem_bytes == 2 ? kMaxThreadsC2Half : kMaxThreadsC2Fp32;
-}
-// ... on the scalar path: 16-bit elements loaded one by one sit in a register each until
+// Scalar block rows: 16-bit elements loaded one by one sit in a register each until
 // packed, so a thread needs up to ~160 registers there (512 threads would cap it at 128)
 constexpr int kMaxThreadsScalar = 256;
 
@@ -195,7 +189,7 @@ template <bool kWarp, bool kTree>
 __device__ __forceinline__ float row_sum(float v) {
   v = rowsum::warp_sum(v);
   if (kWarp) return v;
-  __shared__ float part[kMaxThreadsC2 / 32];
+  __shared__ float part[kMaxThreads / 32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) part[warp] = v;
   __syncthreads();
@@ -211,8 +205,7 @@ __device__ __forceinline__ float row_sum(float v) {
 // twice (block kernel with C = kMaxChunks only).
 template <typename T, int C, bool kWarp, bool kVec, bool kDrop, bool kStream>
 __global__ void __launch_bounds__(kWarp ? 32 * kWarpRows
-                                  : !kVec ? kMaxThreadsScalar
-                                  : C <= 2 ? max_threads_c2(sizeof(T)) : kMaxThreads,
+                                  : !kVec ? kMaxThreadsScalar : kMaxThreads,
                                   !kWarp && kVec && C <= 2 && sizeof(T) == 2 ? kBlocksC2Half
                                   : !kWarp && kVec && C == 4 && sizeof(T) == 4 ? kBlocksC4Fp32
                                   : 1)
@@ -366,7 +359,7 @@ SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p) {
     plan.block = dim3(32 * kWarpRows);
   } else {
     int tpr;
-    if (plan.vectorized && nv <= 2 * max_threads_c2(es)) {  // C = 2, as many threads as needed
+    if (plan.vectorized && nv <= 2 * kMaxThreads) {  // C = 2, as many threads as needed
       tpr = std::max(128, pow2_ceil((nv + 1) / 2));
       plan.chunks = 2;
     } else if (plan.vectorized && es == 4 && nv <= 4 * kMaxThreads) {  // fp32: C = 4
