@@ -189,7 +189,8 @@ def main(argv=None) -> int:
             shipped = pool.submit(module.extension)
             exts = list(pool.map(build, variants, dirs))
             shipped.result()
-    impls = [base] + [known[n] for n in peers] + [variant_implementation(base, module, v, e) for v, e in zip(variants, exts)]
+    impls = ([base] + [known[n] for n in peers]
+             + [variant_implementation(base, module, v, e) for v, e in zip(variants, exts)])
     dev = torch.device("cuda")
     ceilings = roofline.load_ceilings(dev)
     if ceilings.copy_gbps is None:
