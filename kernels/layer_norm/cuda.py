@@ -6,7 +6,7 @@ row, both row sums in one reduction, fp32 math with one rounding at the store. R
 of 32-1024 threads; aligned rows of up to 8192 columns stream through a shared-memory
 cp.async ring with the next rows in flight (kernels/common/csrc/row_pipeline.cuh).
 dgamma/dbeta by per-block partial column sums in a workspace, added in a fixed order by a
-second kernel (no atomics).
+second kernel (no atomics), launched as a programmatic dependent of the first.
 """
 
 from __future__ import annotations

@@ -151,10 +151,11 @@ struct StageRing {
 
 // Drives a group over its rows: issue(stage, row) starts the copies of a row into a stage,
 // process(stage, row) consumes it; kStages - 1 rows ahead are in flight. Every thread of a
-// group sees the same rows, so warps stay converged (groups are whole warps).
-template <int kStages, typename Issue, typename Process>
+// group sees the same rows, so warps stay converged (groups are whole warps). setup() runs
+// once the first rows' copies are issued: loads that need no row overlap them.
+template <int kStages, typename Issue, typename Process, typename Setup>
 __device__ __forceinline__ void stream_rows(const RowGroup &g, int rows, Issue &&issue,
-                                            Process &&process) {
+                                            Process &&process, Setup &&setup) {
   const int stride = g.row_stride();
   const int first = g.first_row();
 #pragma unroll
@@ -163,6 +164,7 @@ __device__ __forceinline__ void stream_rows(const RowGroup &g, int rows, Issue &
     if (r < rows) issue(s, r);
     cp_async_commit();  // empty groups too: the wait below counts groups
   }
+  setup();
   int stage = 0;
   for (int r = first; r < rows; r += stride) {
     const int ahead = r + (kStages - 1) * stride;
