@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from suite.errors import SuiteInputError, run_script  # noqa: E402
+from suite.errors import SuiteInputError, did_you_mean, run_script  # noqa: E402
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 
@@ -166,10 +166,11 @@ def main(argv=None) -> int:
     known = {i.name: i for i in registry.implementations(a.op)}
     base = known["cuda"]
     peers = [n.strip() for n in a.peers.split(",") if n.strip()]
-    unknown = [n for n in peers if n not in known or n == "cuda"]
+    others = set(known) - {"cuda"}  # the variants are cuda's
+    unknown = [n for n in peers if n not in others]
     if unknown:
-        raise SuiteInputError("--with", f"{', '.join(unknown)}: not another implementation of "
-                                        f"{a.op} (it has {', '.join(sorted(known))})")
+        raise SuiteInputError("--with", "; ".join(did_you_mean(n, others) for n in unknown)
+                              + f" (the other implementations of {a.op})")
     cases = [c for c in load_cases(op=a.op, profile=a.profile)
              if not a.case or any(s in c.id for s in a.case)]
     if not cases:
