@@ -87,3 +87,16 @@ def test_timeline_needs_cuda(ncu_case):
     with pytest.raises(SuiteInputError, match="--timeline: times CUDA kernels"):
         ncu_case.main(["--op", "layer_norm", "--impl", "torch_ref", "--case", "M13-N77-fp32",
                        "--device", "cpu", "--timeline"])
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs CUDA")
+def test_timeline_on_the_gpu(ncu_case, capsys):
+    """The real profiler trace (its categories and correlation ids) gives the call's own
+    kernels: LayerNorm's torch_ref launches at least one, and each line has its time."""
+    assert ncu_case.main(["--op", "layer_norm", "--impl", "torch_ref", "--case", "M13-N77-fp32",
+                          "--timeline", "--samples", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == out[1].split(" us over ")[0] + " us over 3 samples"
+    kernels = [line for line in out[2:-1] if not line.startswith("  gap")]
+    assert kernels and all(line.startswith("  ") and line.endswith(" us") for line in kernels)
+    assert out[-1].startswith("kernels' span ")
