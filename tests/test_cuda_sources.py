@@ -24,16 +24,10 @@ ACCEPTED_SPILLS = {
          "16-bit silu seq_idx ring at 3 blocks an SM"),
     ],
     "softmax_bwd.cu": [
-        # 16-bit C = 2 block kernels at 3 blocks of 512 an SM (40 registers): measured
-        # faster with the spill than at 2 blocks without it (BENCHMARKS.md, 2026-11-30,
-        # 4096x8192 bf16 0.82 -> 0.87 of the copy bandwidth). With the lean block rows
-        # (2026-11-30 sixth session) bf16 spills 8 bytes without dropout and none with it;
-        # fp16 20 and 8 (fp16 is not in the perf profile: not measured).
-        (r"softmax_bwd_kernelI(13__nv_bfloat16|6__half)Li2ELb0ELb1ELb[01]ELb0E", 24,
-         "16-bit C = 2 at 3 blocks an SM"),
-        # the streamed bf16 C = 8 kernel sits at its 128-register cap; ptxas spills it
-        # since the C = 2 kernels above took 3 blocks an SM (nothing in it changed; not
-        # understood). Rows longer than 32768, not in the perf profile: not measured.
+        # the streamed bf16 C = 8 kernel sits at its 128-register cap; ptxas has spilled it
+        # since the 16-bit C = 2 block kernels took 3 blocks an SM (2026-11-30; nothing in
+        # it changed, not understood, and it stayed when those kernels went in the eighth
+        # session). Rows longer than 32768, not in the perf profile: not measured.
         (r"softmax_bwd_kernelI13__nv_bfloat16Li8ELb0ELb1ELb0ELb1E", 24,
          "bf16 streamed C = 8 at the 128-register cap"),
     ],

@@ -131,24 +131,27 @@ def test_softmax_plans(plan_dump):
         rows_aligned = rows <= 1 or (n + pad) % v == 0
         vec = mis == 0 and rows_aligned
         c, block = q["chunks"], q["block"]
-        if nv <= 32 * 8:
+        if nv <= (64 if vec else 32 * 8):  # vectorized rows past 64 vectors: block rows
             checks = {
                 "warp per row": q["warp_per_row"] == 1 and block == 128
                                 and q["grid"] == _ceil(rows, 4),
                 "chunks": c == _pow2_at_least(_ceil(nv, 32)) and c <= 8,
             }
         else:
-            # the launch bounds: C = 2 at most 512 threads (16-bit: 3 blocks an SM), C = 4
-            # and 8 at most 512 (vectorized) or 256 (scalar)
-            cap = 512 if c <= 2 or vec else 256
+            # the launch bounds: C = 1 (vectorized rows of 65-1024 vectors) one vector a
+            # thread on up to 1024 threads; C = 4 and 8 at most 512 (vectorized) or 256
+            # (scalar) threads
+            cap = 1024 if c == 1 else 512 if vec else 256
             checks = {
                 "block per row": q["warp_per_row"] == 0 and q["grid"] == rows,
                 "block": _pow2(block) and 128 <= block <= cap,
-                "C = 2 only vectorized": c != 2 or vec,
-                "chunks": c in (2, 4, 8),
+                "C = 1 exactly the vectorized rows of up to 1024 vectors":
+                    (c == 1) == (vec and nv <= 1024),
+                "C = 1 one vector a thread": c != 1 or block == _pow2_at_least(nv),
+                "chunks": c in (1, 4, 8),
                 "the row fits or streams": (not q["streamed"] and block * c * v >= n)
                                            or (q["streamed"] and c == 8 and block * 8 * v < n),
-                # fp32 rows past 512 x 2 vectors: C = 4 on 512 threads, 2 blocks an SM
+                # fp32 rows past 1024 vectors: C = 4 on 512 threads, 2 blocks an SM
                 # (on 1024 threads at C = 2 one block an SM fit the registers)
                 "fp32 C = 4": not (dt == FP32 and vec and 1024 < nv <= 2048)
                               or (c == 4 and block == 512),

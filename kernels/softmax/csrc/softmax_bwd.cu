@@ -10,13 +10,20 @@
 // of T: 4 fp32 or 8 fp16/bf16); a thread holds C chunks' worth (C 16-byte vectors of y
 // and of dy) in registers, so the row is read from memory once and the output computed
 // from registers after the reduction.
-//  - short rows (N <= 32 x 8 x V: 1024 fp32, 2048 fp16/bf16): one warp per row, 4 rows
-//    per 128-thread block, C = 1, 2, 4 or 8; the reduction is warp shuffles only.
-//  - long rows: one block per row. Up to 512 x 2 vectors (4096 fp32 / 8192 16-bit) with
-//    C = 2 and TPR = 128 ... 512: few registers per thread (<= 40 for 16-bit rows, 3
-//    blocks an SM), so several rows are in flight per SM at different phases (load,
-//    reduce, store); fp32 rows of up to 8192 at C = 4 on 512 threads, 2 blocks an SM.
-//    Longer: TPR = 128 ... 512, C = 4 or 8, held in registers up to 512 x 8 vectors =
+//  - short rows: one warp per row, 4 rows per 128-thread block; the reduction is warp
+//    shuffles only. Vectorized rows of up to 64 vectors (512 16-bit / 256 fp32 elements),
+//    C = 1 or 2; scalar rows of up to 32 x 8 vectors, C = 1, 2, 4 or 8.
+//  - vectorized rows of 65-1024 vectors (up to 8192 16-bit / 4096 fp32 elements): one
+//    block per row, one vector a thread (C = 1) on TPR = 128 ... 1024 threads, <= 32
+//    registers, so 2048 threads an SM: many rows in flight per SM at different phases
+//    (load, reduce, store), as Liger's Triton kernel runs them (4096x8192 bf16: 512
+//    threads x 16 elements there, 32 registers, 4 blocks an SM by Nsight Compute).
+//    Measured on the H200 against the C = 2 rows on 128-512 threads this replaced
+//    (40 registers, 3 blocks an SM): 0.862 -> 0.879 of the copy bandwidth at 4096x8192
+//    bf16, 0.956 -> 0.970 for attention L1024 bf16, 0.787 -> 0.813 at 8192x1024 fp32,
+//    the 16 perf cases 0.893 -> 0.908 geomean (BENCHMARKS.md, 2026-11-30 eighth session).
+//    fp32 rows of 1025-2048 vectors at C = 4 on 512 threads, 2 blocks an SM.
+//  - longer rows: TPR = 128 ... 512, C = 4 or 8, held in registers up to 512 x 8 vectors =
 //    16384 fp32 or 32768 fp16/bf16 elements per row (128 KiB of y and dy per block, half
 //    the register file). The warps' partial sums meet in shared memory (one __syncthreads)
 //    and are summed by a butterfly (up to 4 vectors a thread) or in warp order.
@@ -50,16 +57,17 @@ namespace {
 
 constexpr int kWarpRows = 4;      // rows (warps) per block of the warp-per-row kernel
 constexpr int kMaxChunks = 8;     // C: 16-byte vectors of y and of dy per thread
-constexpr int kMaxThreads = 512;  // threads of a vectorized block row (16 warp partials)
-// 16-bit C = 2 block rows at 3 blocks an SM (<= 40 registers). On the H200 at 4096x8192
-// bf16 (512 threads a row) 3 resident rows an SM instead of 2 gave 0.82 -> 0.87 of the copy
-// bandwidth (0.87 -> 0.90 with dropout).
-constexpr int kBlocksC2Half = 3;
-// fp32 rows: C = 2 on up to 512 threads, then 1025-2048 vectors at C = 4 on 512 threads, 2
-// blocks an SM (<= 64 registers). At C = 2 on 1024 threads (44 registers: one block an SM)
-// 4096x8192 fp32 ran at 0.75-0.88 of the copy bandwidth from run to run; at C = 4 with the
-// lean block rows (below) at 0.95, Liger's speed; C = 4 without them stayed at 0.75
-// (BENCHMARKS.md, 2026-11-30 sixth session).
+constexpr int kMaxThreads = 512;  // threads of a C >= 4 block row (16 warp partials)
+constexpr int kWarpMaxVecs = 64;  // vectorized rows of more vectors take block rows
+// Vectorized rows of 65-1024 vectors: one vector a thread on 128-1024 threads, 2 blocks of
+// 1024 an SM (<= 32 registers; 30-32 by ptxas, no spills). The C = 2 rows they replaced
+// needed 40 registers at 16 bits, and spilled 60-76 bytes at 4 blocks of 512 an SM.
+constexpr int kC1Threads = 1024, kBlocksC1 = 2;
+// fp32 rows of 1025-2048 vectors at C = 4 on 512 threads, 2 blocks an SM (<= 64
+// registers). At C = 2 on 1024 threads (44 registers: one block an SM) 4096x8192 fp32 ran
+// at 0.75-0.88 of the copy bandwidth from run to run; at C = 4 with the lean block rows
+// (below) at 0.95, Liger's speed; C = 4 without them stayed at 0.75 (BENCHMARKS.md,
+// 2026-11-30 sixth session).
 constexpr int kBlocksC4Fp32 = 2;
 // Scalar block rows: 16-bit elements loaded one by one sit in a register each until
 // packed, so a thread needs up to ~160 registers there (512 threads would cap it at 128)
@@ -189,7 +197,7 @@ template <bool kWarp, bool kTree>
 __device__ __forceinline__ float row_sum(float v) {
   v = rowsum::warp_sum(v);
   if (kWarp) return v;
-  __shared__ float part[kMaxThreads / 32];
+  __shared__ float part[kC1Threads / 32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) part[warp] = v;
   __syncthreads();
@@ -205,8 +213,8 @@ __device__ __forceinline__ float row_sum(float v) {
 // twice (block kernel with C = kMaxChunks only).
 template <typename T, int C, bool kWarp, bool kVec, bool kDrop, bool kStream>
 __global__ void __launch_bounds__(kWarp ? 32 * kWarpRows
-                                  : !kVec ? kMaxThreadsScalar : kMaxThreads,
-                                  !kWarp && kVec && C <= 2 && sizeof(T) == 2 ? kBlocksC2Half
+                                  : !kVec ? kMaxThreadsScalar : C == 1 ? kC1Threads : kMaxThreads,
+                                  !kWarp && kVec && C == 1 ? kBlocksC1
                                   : !kWarp && kVec && C == 4 && sizeof(T) == 4 ? kBlocksC4Fp32
                                   : 1)
 softmax_bwd_kernel(const SoftmaxBwdParams p) {
@@ -285,22 +293,29 @@ softmax_bwd_kernel(const SoftmaxBwdParams p) {
   }
 }
 
+// The kernels a plan can ask for (softmax_bwd_plan): vectorized warp rows hold at most
+// kWarpMaxVecs vectors (C <= 2), vectorized block rows take C = 1 or >= 4, scalar block
+// rows C >= 4.
 template <typename T, int C, bool kWarp, bool kStream>
 cudaError_t launch_variant(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, cudaStream_t s) {
+  constexpr bool kVecPlanned = kWarp ? C <= 2 : C != 2;
+  constexpr bool kScalarPlanned = kWarp || C >= 4;
   if (plan.vectorized) {
-    if (p.dropout)
-      softmax_bwd_kernel<T, C, kWarp, true, true, kStream><<<plan.grid, plan.block, 0, s>>>(p);
-    else
-      softmax_bwd_kernel<T, C, kWarp, true, false, kStream><<<plan.grid, plan.block, 0, s>>>(p);
-  } else if constexpr (kWarp || C >= 4) {  // the plan gives C = 2 blocks vector rows only
+    if constexpr (kVecPlanned) {
+      if (p.dropout)
+        softmax_bwd_kernel<T, C, kWarp, true, true, kStream><<<plan.grid, plan.block, 0, s>>>(p);
+      else
+        softmax_bwd_kernel<T, C, kWarp, true, false, kStream><<<plan.grid, plan.block, 0, s>>>(p);
+      return cudaSuccess;
+    }
+  } else if constexpr (kScalarPlanned) {
     if (p.dropout)
       softmax_bwd_kernel<T, C, kWarp, false, true, kStream><<<plan.grid, plan.block, 0, s>>>(p);
     else
       softmax_bwd_kernel<T, C, kWarp, false, false, kStream><<<plan.grid, plan.block, 0, s>>>(p);
-  } else {
-    return cudaErrorInvalidValue;
+    return cudaSuccess;
   }
-  return cudaSuccess;
+  return cudaErrorInvalidValue;
 }
 
 template <typename T>
@@ -319,7 +334,7 @@ cudaError_t launch_typed(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, 
     err = launch_variant<T, kMaxChunks, false, true>(p, plan, s);
   } else {
     switch (plan.chunks) {
-      case 2: err = launch_variant<T, 2, false, false>(p, plan, s); break;
+      case 1: err = launch_variant<T, 1, false, false>(p, plan, s); break;
       case 4: err = launch_variant<T, 4, false, false>(p, plan, s); break;
       case 8: err = launch_variant<T, 8, false, false>(p, plan, s); break;
       default: return cudaErrorInvalidValue;
@@ -352,16 +367,16 @@ SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p) {
                       (!p.dropout || p.mask_row % V == 0));
   plan.vectorized = rows_aligned && aligned(p.y, 16) && aligned(p.dy, 16) && aligned(p.dx, 16) &&
                     (!p.dropout || aligned(p.mask, V));
-  if (nv <= 32 * kMaxChunks) {
+  if (nv <= (plan.vectorized ? kWarpMaxVecs : 32 * kMaxChunks)) {
     plan.warp_per_row = true;
     plan.chunks = pow2_ceil((nv + 31) / 32);
     plan.grid = dim3(unsigned((p.rows + kWarpRows - 1) / kWarpRows));
     plan.block = dim3(32 * kWarpRows);
   } else {
     int tpr;
-    if (plan.vectorized && nv <= 2 * kMaxThreads) {  // C = 2, as many threads as needed
-      tpr = std::max(128, pow2_ceil((nv + 1) / 2));
-      plan.chunks = 2;
+    if (plan.vectorized && nv <= kC1Threads) {  // C = 1, as many threads as needed
+      tpr = pow2_ceil(nv);
+      plan.chunks = 1;
     } else if (plan.vectorized && es == 4 && nv <= 4 * kMaxThreads) {  // fp32: C = 4
       tpr = std::max(128, pow2_ceil((nv + 3) / 4));
       plan.chunks = 4;
