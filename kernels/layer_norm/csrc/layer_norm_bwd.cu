@@ -529,7 +529,9 @@ ln_bwd_cols(const LnBwdParams p, const int parts) {
   const int q = threadIdx.x % (kRedCols / 4), slice = threadIdx.x / (kRedCols / 4);
   const int which = blockIdx.y;
   const int n = p.n, np = round_up(n, 8);
-  const int col0 = blockIdx.x * kRedCols + q * 4;  // np is a multiple of 8: col0 + 3 < np
+  // np is a multiple of 8, so col0 + 3 < np; columns n .. np - 1 of a workspace row are
+  // never written: their sums are formed and dropped
+  const int col0 = blockIdx.x * kRedCols + q * 4;
   float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
   if (col0 < n) {
     const float4 *w = reinterpret_cast<const float4 *>(p.ws + int64_t(which) * np + col0);
