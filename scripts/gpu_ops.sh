@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One device call for the layer_norm and softmax ops: install the carried Liger wheel,
 # build our CUDA kernels, then per op the gpu profile as pytest items plus the op's tests
-# (tests/test_<op>*.py), with compute-sanitizer on the smoke cases alongside when
-# SANITIZE=1, and last, alone on the GPU, the perf profile as one timed run of every
-# implementation; all under $OUT.
+# (tests/test_<op>*.py; with the first op also tests/test_ncu_case.py), with
+# compute-sanitizer on the smoke cases alongside when SANITIZE=1, and last, alone on the
+# GPU, the perf profile as one timed run of every implementation; all under $OUT.
 #   device run: OPS="layer_norm softmax" [SANITIZE=1] bash scripts/gpu_ops.sh   (carry: .whl)
 #   SANITIZE_TOOLS (default "memcheck racecheck synccheck"), SANITIZE_IMPLS (default cuda),
 #   REPEATS (determinism repeats of the perf run, default 20), IMPLS (perf run: only these,
@@ -27,12 +27,15 @@ if [ -n "${SANITIZE:-}" ]; then  # out-of-bounds, shared-memory races, barrier m
     pids+=($!)
   done; done
 fi
-# the op's GPU tests in tests/ (named after it), besides its cases
+# the op's GPU tests in tests/ (named after it), besides its cases; the tools' GPU tests
+# (scripts/ncu_case.py's timeline) once, with the first op
 op_tests() { ls tests/test_"$1"*.py 2>/dev/null; }
+tool_tests=tests/test_ncu_case.py
 for op in ${OPS:-layer_norm softmax}; do
   timeout "${PYTEST_TIMEOUT:-200}" python3 -m pytest -n 6 -q -p no:cacheprovider cases \
-    $(op_tests "$op") --suite-op "$op" > "$OUT/pytest_$op.log" 2>&1
+    $(op_tests "$op") $tool_tests --suite-op "$op" > "$OUT/pytest_$op.log" 2>&1
   echo "pytest $op exit $?"; tail -6 "$OUT/pytest_$op.log" | cut -c1-300
+  tool_tests=""
 done
 [ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
 for op in ${OPS:-layer_norm softmax}; do
