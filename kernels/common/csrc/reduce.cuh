@@ -4,25 +4,14 @@
 
 namespace rowsum {
 
-__device__ __forceinline__ float shfl_xor(float v, int off) {
-  return __shfl_xor_sync(0xffffffffu, v, off);
-}
-__device__ __forceinline__ float2 shfl_xor(float2 v, int off) {
-  return make_float2(__shfl_xor_sync(0xffffffffu, v.x, off),
-                     __shfl_xor_sync(0xffffffffu, v.y, off));
-}
 __device__ __forceinline__ float zero_like(float) { return 0.f; }
 __device__ __forceinline__ float2 zero_like(float2) { return make_float2(0.f, 0.f); }
-__device__ __forceinline__ float plus(float a, float b) { return a + b; }
-__device__ __forceinline__ float2 plus(float2 a, float2 b) {
-  return make_float2(a.x + b.x, a.y + b.y);
-}
 
 // Sum over the 32 lanes: an xor butterfly (each step adds the same two values in every
 // lane, in either order: the same bits everywhere).
-template <typename V> __device__ __forceinline__ V warp_sum(V v) {
+__device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v = plus(v, shfl_xor(v, off));
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;
 }
 
