@@ -1,6 +1,7 @@
 """The roofline section: per op, a row per timed listed item (compulsory bytes, median
-and IQR of the samples, GB/s, fraction of the measured copy bandwidth, arithmetic
-intensity, bound) and the time-against-bytes chart with the copy-bandwidth line."""
+and IQR of the samples, GB/s, fraction of the measured copy bandwidth, speed as a fraction
+of a device copy of the same bytes, arithmetic intensity, bound) and the time-against-bytes
+chart with the copy-bandwidth line."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ class Row:
     n_samples: fmt.Num
     gbps: fmt.Num
     frac_copy_bw: fmt.Num
+    frac_same_copy: fmt.Num
     arith_intensity: fmt.Num
     bound: str
 
@@ -48,8 +50,8 @@ class OpRoofline:
 
 
 COLUMNS = ["case_id", "case_group", "impl", "anchor", "verdict", "time_samples_s",
-           "time_median_s", "time_iqr_s", "bytes", "gbps", "frac_copy_bw", "arith_intensity",
-           "bound"]
+           "time_median_s", "time_iqr_s", "bytes", "gbps", "frac_copy_bw", "frac_same_copy",
+           "arith_intensity", "bound"]
 
 
 def _n(samples) -> Optional[int]:
@@ -86,6 +88,7 @@ def build(items: Items) -> tuple:
                 noisy=bool(med and iqr is not None and iqr / med > NOISY_IQR),
                 n_samples=fmt.count(_n(r.time_samples_s)), gbps=fmt.rate(r.gbps),
                 frac_copy_bw=fmt.percent(r.frac_copy_bw),
+                frac_same_copy=fmt.percent(r.frac_same_copy),
                 arith_intensity=fmt.sig(r.arith_intensity),
                 bound="" if pd.isna(r.bound) else str(r.bound)))
             gbps = fmt.value(r.gbps)

@@ -203,7 +203,8 @@ def main(argv=None) -> int:
         for row in run_case(spec, case, impls, opts, env, ceilings):
             writer.append(row)
             print(f"{row['impl']:<24} {row['case_id']:<60} {row['verdict']:<6} "
-                  f"{(row['frac_copy_bw'] or 0):.3f}", file=sys.stderr, flush=True)
+                  f"{(row['frac_copy_bw'] or 0):.3f} {(row['frac_same_copy'] or 0):.3f}",
+                  file=sys.stderr, flush=True)
     writer.close()
     print(summary.render(writer.rows))
     print(f"results: {a.output}")

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from suite.errors import SuiteInputError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 OUTPUT_STRUCT = pa.struct([
     ("name", pa.string()), ("tol_class", pa.string()), ("numel", pa.int64()),
@@ -74,6 +74,8 @@ SCHEMA = pa.schema([
     # roofline
     ("bytes", pa.int64()), ("flops", pa.int64()), ("gbps", pa.float64()),
     ("copy_gbps", pa.float64()), ("frac_copy_bw", pa.float64()),
+    # a device copy of the same bytes timed alike (added in version 3)
+    ("same_copy_s", pa.float64()), ("frac_same_copy", pa.float64()),
     ("arith_intensity", pa.float64()), ("bound", pa.string()),
     ("peak_mem_bytes", pa.int64()), ("duration_s", pa.float64()),
 ], metadata={b"bwd_suite_schema_version": str(SCHEMA_VERSION).encode()})
@@ -191,8 +193,13 @@ def _v1_to_v2(table: pa.Table) -> pa.Table:
                                      "error_terms"))
 
 
+def _v2_to_v3(table: pa.Table) -> pa.Table:
+    """Version 3 added the same-bytes copy columns; version-2 rows have none (null)."""
+    return _add_null_columns(table, ("same_copy_s", "frac_same_copy"))
+
+
 # version N -> the step that turns a version-N table into version N+1
-_MIGRATIONS = {1: _v1_to_v2}
+_MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def read_table(path: Path) -> pa.Table:

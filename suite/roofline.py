@@ -94,6 +94,15 @@ def device_name(device: torch.device | str) -> str:
     return platform.processor() or device.type
 
 
+def _copy_buffers(device: torch.device, size_bytes: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A source of `size_bytes` random bytes and a destination like it. Random bytes from a
+    private generator: no all-zero data, and the caller's RNG stream is left untouched."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    src = torch.empty(size_bytes, dtype=torch.uint8, device=device).random_(0, 256,
+                                                                           generator=gen)
+    return src, torch.empty_like(src)
+
+
 def measure_copy_bandwidth(device: torch.device | str, size_bytes: int | None = None,
                            repeats: int = 20) -> float:
     """GB/s of `dst.copy_(src)` on `device`, counting bytes read + bytes written."""
@@ -104,14 +113,39 @@ def measure_copy_bandwidth(device: torch.device | str, size_bytes: int | None = 
     size_bytes = int(size_bytes)
     if size_bytes < 1:
         raise ValueError(f"size_bytes must be >= 1, got {size_bytes}")
-    # Random bytes from a private generator: no all-zero data, and the caller's RNG stream
-    # is left untouched.
-    gen = torch.Generator(device=device).manual_seed(0)
-    src = torch.empty(size_bytes, dtype=torch.uint8, device=device).random_(0, 256,
-                                                                           generator=gen)
-    dst = torch.empty_like(src)
+    src, dst = _copy_buffers(device, size_bytes)
     timing = time_call(lambda: dst.copy_(src), device, repeats=repeats, flush_l2=False)
     return 2 * size_bytes / timing.median_s / GB
+
+
+# (device, bytes) -> median seconds of the same-bytes copy (None: it did not fit), per process
+_same_bytes_copies: dict[tuple[str, int], float | None] = {}
+
+
+def same_bytes_copy_s(device: torch.device | str, nbytes: int | None,
+                      **timing) -> float | None:
+    """Median seconds of a device copy moving `nbytes` (nbytes / 2 read, as many written),
+    timed as the cases are (`time_call` with `timing`'s options: cold L2, events around
+    the copy alone). The calibrated copy bandwidth is the asymptote of a 2 GiB copy; a call
+    of a case's size also pays the method's fixed cost (on an H200 a one-element kernel
+    times 3.7 us, and a copy of 201 MB reaches 0.90 of the calibrated bandwidth, one of
+    50 MB 0.69: BENCHMARKS.md, 2026-11-30 ninth session), so this time is the speed a
+    kernel moving those bytes can be held to. Measured once per device and byte count in
+    a process; None below 2 bytes or when the two buffers do not fit in memory."""
+    device = torch.device(device)
+    if nbytes is None or nbytes < 2:
+        return None
+    key = (str(device), int(nbytes))
+    if key not in _same_bytes_copies:
+        try:
+            src, dst = _copy_buffers(device, int(nbytes) // 2)
+        except (torch.cuda.OutOfMemoryError, MemoryError):
+            _same_bytes_copies[key] = None
+        else:
+            median = time_call(lambda: dst.copy_(src), device, **timing).median_s
+            del src, dst
+            _same_bytes_copies[key] = median
+    return _same_bytes_copies[key]
 
 
 def calibration_path() -> Path:

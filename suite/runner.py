@@ -26,7 +26,7 @@ from suite.inputs import DTYPES, generator, perturbed, poison_
 from suite.opspec import CaseInputs, OpSpec, call_once
 from suite.registry import Implementation
 from suite.results import params_json
-from suite.roofline import Ceilings, roofline
+from suite.roofline import Ceilings, roofline, same_bytes_copy_s
 from suite.timing import time_call
 from suite.verdicts import (Determinism, FailureKind, OutputCheck, Verdict, check_output,
                             classify_determinism, modified_inputs, normalized_error, snapshot)
@@ -115,7 +115,8 @@ def _base_row(env: Mapping, case: Case, impl: Implementation, spec: OpSpec) -> d
                 determinism=Determinism.NOT_CHECKED.value, det_repeats=0, det_spread=None,
                 timing_method=None, time_samples_s=[], time_median_s=None, time_iqr_s=None,
                 time_warmup=None, l2_flush=None, bytes=spec.bytes(p), flops=spec.flops(p),
-                gbps=None, copy_gbps=None, frac_copy_bw=None, arith_intensity=None,
+                gbps=None, copy_gbps=None, frac_copy_bw=None, same_copy_s=None,
+                frac_same_copy=None, arith_intensity=None,
                 bound=None, peak_mem_bytes=None, duration_s=None, **empty_row_fields())
 
 
@@ -203,10 +204,16 @@ def run_item(ctx: CaseContext, impl: Implementation, env: Mapping, ceilings: Cei
         timing = time_call(_timed_call(spec, impl, ctx), dev, warmup=opts.warmup,
                            repeats=opts.samples, max_time_s=opts.max_time_s)
         roof = roofline(row["bytes"], row["flops"], timing.median_s, ceilings)
+        # the speed a kernel moving these bytes can be held to: a copy of them, timed alike
+        copy_s = same_bytes_copy_s(dev, row["bytes"], warmup=opts.warmup,
+                                   repeats=opts.samples, max_time_s=opts.max_time_s)
         row.update(timing_method=timing.method, time_samples_s=list(timing.samples_s),
                    time_median_s=timing.median_s, time_iqr_s=timing.iqr_s,
                    time_warmup=timing.warmup, l2_flush=timing.l2_flush, gbps=roof.gbps,
                    copy_gbps=ceilings.copy_gbps, frac_copy_bw=roof.frac_copy_bw,
+                   same_copy_s=copy_s,
+                   frac_same_copy=copy_s / timing.median_s if copy_s and timing.median_s
+                   else None,
                    arith_intensity=roof.arith_intensity, bound=roof.bound)
     row["duration_s"] = time.perf_counter() - started
     return row

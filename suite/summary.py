@@ -18,7 +18,8 @@ def _geomean(values):
 
 
 def _fmt(v, spec):
-    return format(v, spec) if v is not None else "-"
+    """v in a column of format `spec` (a width first); "-", right-aligned, when missing."""
+    return format(v, spec) if v is not None else "-".rjust(int(spec.split(".")[0]))
 
 
 def _run_diagnoses(rows: list) -> list:
@@ -38,7 +39,7 @@ def render(rows: Iterable[dict]) -> str:
         groups[(r["op"], r["impl"])].append(r)
     head = (f"{'op':<16} {'implementation':<30} {'items':>5} "
             + " ".join(f"{v:>11}" for v in VERDICTS)
-            + f" {'bitwise':>8} {'median GB/s':>12} {'frac copy':>10}")
+            + f" {'bitwise':>8} {'median GB/s':>12} {'frac copy':>10} {'same copy':>10}")
     lines = [head, "-" * len(head)]
     for (op, impl), rs in sorted(groups.items()):
         counts = [sum(r["verdict"] == v for r in rs) for v in VERDICTS]
@@ -46,10 +47,12 @@ def render(rows: Iterable[dict]) -> str:
         gbps = sorted(r["gbps"] for r in timed)
         med = gbps[len(gbps) // 2] if gbps else None
         frac = _geomean([r.get("frac_copy_bw") for r in timed])
+        same = _geomean([r.get("frac_same_copy") for r in timed])
         bitwise = sum(r["determinism"] == "bitwise" for r in rs)
         lines.append(f"{op:<16} {impl:<30} {len(rs):>5} "
                      + " ".join(f"{n:>11}" for n in counts)
-                     + f" {bitwise:>8} {_fmt(med, '12.4g')} {_fmt(frac, '10.3g')}")
+                     + f" {bitwise:>8} {_fmt(med, '12.4g')} {_fmt(frac, '10.3g')}"
+                     + f" {_fmt(same, '10.3g')}")
     bad = [r for r in rows if r["verdict"] in ("fail", "error")]
     if bad:
         lines.append(f"\n{len(bad)} failing items"
@@ -62,5 +65,7 @@ def render(rows: Iterable[dict]) -> str:
                 lines.append(f"        diagnosis: {r['diagnosis'][:400]}")
         lines += _run_diagnoses(rows)
     lines.append("\nframe: 'frac copy' is the geometric mean over passing items of GB/s "
-                 "(compulsory bytes / median time) over the measured copy bandwidth.")
+                 "(compulsory bytes / median time) over the measured copy bandwidth; "
+                 "'same copy' of the time of a device copy of the item's bytes over its "
+                 "median (1: as fast as copying them).")
     return "\n".join(lines)

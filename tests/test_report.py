@@ -184,6 +184,22 @@ def test_roofline_numbers_equal_the_parquet(perf):
     assert len(rows) == len(perf)
 
 
+def test_roofline_shows_each_items_fraction_of_its_same_bytes_copy(perf):
+    df = perf.assign(frac_same_copy=[0.5 + k / 1000 for k in range(len(perf))])
+    shown = {(case, impl): (raw, node.all_text())
+             for case, impl, key, raw, node in Tree(html_of(df)).values("roofline")
+             if key == "frac_same_copy"}
+    assert len(shown) == len(df)
+    for r in df.itertuples():
+        raw, text = shown[(r.case_id, r.impl)]
+        assert float(raw) == r.frac_same_copy and text == f"{100 * r.frac_same_copy:.3g} %"
+    # runs older than the column (schema version 2) show empty cells, nothing invented
+    assert perf.frac_same_copy.isna().all()
+    old = [node.all_text() for _, _, key, _, node in Tree(html_of(perf)).values("roofline")
+           if key == "frac_same_copy"]
+    assert len(old) == len(perf) and not any(any(c.isdigit() for c in t) for t in old)
+
+
 def test_failure_metrics_and_diagnosis_equal_the_parquet(perf):
     df = with_failures(perf)
     tree = Tree(html_of(df))

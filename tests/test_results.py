@@ -47,6 +47,38 @@ def test_round_trip_keeps_every_value(rows, tmp_path):
         assert back["gbps"] == pytest.approx(r["bytes"] / r["time_median_s"] / 1e9)
 
 
+def test_timed_rows_carry_the_same_bytes_copy(rows, tmp_path):
+    """Each timed row holds the median of a copy of its own bytes, timed alike, and its
+    speed as a fraction of that copy's; both survive the round trip."""
+    timed = [r for r in rows if r["time_median_s"]]
+    assert timed
+    for r in timed:
+        assert r["same_copy_s"] > 0
+        assert r["frac_same_copy"] == pytest.approx(r["same_copy_s"] / r["time_median_s"])
+    path = tmp_path / "run.parquet"
+    with results.ResultsWriter(path) as w:
+        for r in rows:
+            w.append(r)
+    df = results.read_results([path])
+    assert list(df.frac_same_copy) == [r["frac_same_copy"] for r in rows]
+
+
+def test_version_2_files_are_upgraded_with_null_same_bytes_copies(rows, tmp_path):
+    v2 = pa.schema([f for f in results.SCHEMA
+                    if f.name not in ("same_copy_s", "frac_same_copy")],
+                   metadata={b"bwd_suite_schema_version": b"2"})
+    pq.write_table(pa.Table.from_pylist([{k: r[k] for k in v2.names} for r in rows],
+                                        schema=v2), tmp_path / "v2.parquet")
+    with results.ResultsWriter(tmp_path / "v3.parquet") as w:
+        for r in rows:
+            w.append(r)
+    df = results.read_results([tmp_path])  # both versions in one frame
+    assert list(df.columns) == results.SCHEMA.names and len(df) == 2 * len(rows)
+    timed = df[df.time_median_s.notna()]
+    assert timed.same_copy_s.isna().sum() == len(timed) // 2  # the version-2 half
+    assert (timed.same_copy_s.notna() == timed.frac_same_copy.notna()).all()
+
+
 def test_readme_documents_the_schema():
     text = README.read_text()
     section = text.split("## Results schema", 1)[1].split("\n## ", 1)[0]

@@ -114,3 +114,58 @@ def test_cuda_ceilings():
         assert c.peak_tflops == sheet.fp32_tflops
         assert c.copy_gbps < sheet.copy_gbps * 1.05  # no copy beats the HBM datasheet
         assert rl.load_ceilings("cuda", datasheet_copy=True).copy_source.startswith("measured")
+
+
+@pytest.fixture
+def copies(monkeypatch):
+    """same_bytes_copy_s with an empty memo, its buffer sizes and timing calls recorded."""
+    monkeypatch.setattr(rl, "_same_bytes_copies", {})
+    seen = {"sizes": [], "timing": []}
+    real_buffers, real_time = rl._copy_buffers, rl.time_call
+
+    def buffers(device, size):
+        seen["sizes"].append(size)
+        return real_buffers(device, size)
+
+    def timed(fn, device, **kw):
+        seen["timing"].append(kw)
+        return real_time(fn, device, **kw)
+
+    monkeypatch.setattr(rl, "_copy_buffers", buffers)
+    monkeypatch.setattr(rl, "time_call", timed)
+    return seen
+
+
+def test_same_bytes_copy_moves_the_bytes_once_per_size(copies):
+    cpu = torch.device("cpu")
+    t = rl.same_bytes_copy_s(cpu, 1 << 16, warmup=1, repeats=3, max_time_s=0.5)
+    assert t > 0
+    assert copies["sizes"] == [1 << 15]  # half read, half written
+    assert copies["timing"] == [dict(warmup=1, repeats=3, max_time_s=0.5)]
+    assert rl.same_bytes_copy_s(cpu, 1 << 16, warmup=1, repeats=3) == t  # memoized
+    assert rl.same_bytes_copy_s("cpu", (1 << 16) + 2, warmup=1, repeats=3) > 0
+    assert copies["sizes"] == [1 << 15, (1 << 15) + 1]
+
+
+def test_same_bytes_copy_without_bytes_or_memory_is_none(copies, monkeypatch):
+    assert [rl.same_bytes_copy_s("cpu", n) for n in (None, 0, 1)] == [None] * 3
+    assert copies["sizes"] == []
+
+    def no_memory(device, size):
+        copies["sizes"].append(size)
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(rl, "_copy_buffers", no_memory)
+    assert rl.same_bytes_copy_s("cpu", 1 << 40) is None
+    assert rl.same_bytes_copy_s("cpu", 1 << 40) is None  # not tried again
+    assert copies["sizes"] == [1 << 39] and copies["timing"] == []
+
+
+def test_copy_buffers_hold_random_bytes_and_leave_the_rng_alone():
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    src, dst = rl._copy_buffers(torch.device("cpu"), 4096)
+    assert src.shape == dst.shape == (4096,) and src.dtype == torch.uint8
+    assert len(src.unique()) > 200
+    assert torch.equal(torch.rand(3), expected)

@@ -1,0 +1,25 @@
+"""The run summary printed after `suite run`: one line per (op, implementation)."""
+
+import math
+
+from suite import summary
+
+
+def _row(impl, frac_copy, frac_same, verdict="pass"):
+    return dict(op="softmax", impl=impl, verdict=verdict, determinism="bitwise",
+                gbps=1000.0 * frac_copy, frac_copy_bw=frac_copy, frac_same_copy=frac_same,
+                case_id=f"c{frac_copy}", reason="")
+
+
+def test_summary_gives_geomeans_of_both_copy_fractions():
+    rows = [_row("cuda", 0.5, 0.8), _row("cuda", 0.8, 1.25), _row("liger", 0.4, None),
+            _row("liger", 0.9, 0.5, verdict="unsupported")]
+    lines = summary.render(rows).splitlines()
+    assert lines[0].rstrip().endswith("frac copy  same copy")
+    cuda = next(line for line in lines if line.split()[1:2] == ["cuda"]).split()
+    assert float(cuda[-2]) == float(format(math.sqrt(0.5 * 0.8), "10.3g"))
+    assert float(cuda[-1]) == 1.0  # sqrt(0.8 * 1.25)
+    # no same-bytes copy among liger's passing items (an older run): shown as "-"
+    liger = next(line for line in lines if line.split()[1:2] == ["liger"]).split()
+    assert liger[-2:] == ["0.4", "-"]
+    assert "'same copy'" in lines[-1]
