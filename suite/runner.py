@@ -207,13 +207,12 @@ def run_item(ctx: CaseContext, impl: Implementation, env: Mapping, ceilings: Cei
         # the speed a kernel moving these bytes can be held to: a copy of them, timed alike
         copy_s = same_bytes_copy_s(dev, row["bytes"], warmup=opts.warmup,
                                    repeats=opts.samples, max_time_s=opts.max_time_s)
+        frac_same = copy_s / timing.median_s if copy_s and timing.median_s else None
         row.update(timing_method=timing.method, time_samples_s=list(timing.samples_s),
                    time_median_s=timing.median_s, time_iqr_s=timing.iqr_s,
                    time_warmup=timing.warmup, l2_flush=timing.l2_flush, gbps=roof.gbps,
                    copy_gbps=ceilings.copy_gbps, frac_copy_bw=roof.frac_copy_bw,
-                   same_copy_s=copy_s,
-                   frac_same_copy=copy_s / timing.median_s if copy_s and timing.median_s
-                   else None,
+                   same_copy_s=copy_s, frac_same_copy=frac_same,
                    arith_intensity=roof.arith_intensity, bound=roof.bound)
     row["duration_s"] = time.perf_counter() - started
     return row

@@ -65,7 +65,7 @@ def render(rows: Iterable[dict]) -> str:
                 lines.append(f"        diagnosis: {r['diagnosis'][:400]}")
         lines += _run_diagnoses(rows)
     lines.append("\nframe: 'frac copy' is the geometric mean over passing items of GB/s "
-                 "(compulsory bytes / median time) over the measured copy bandwidth; "
-                 "'same copy' of the time of a device copy of the item's bytes over its "
-                 "median (1: as fast as copying them).")
+                 "(compulsory bytes / median time) over the measured copy bandwidth;\n"
+                 "'same copy' of the time of a device copy of the item's bytes, timed "
+                 "alike, over its median (1: as fast as copying them).")
     return "\n".join(lines)
