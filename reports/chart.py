@@ -1,6 +1,7 @@
 """A log-log scatter chart as plain geometry for an inline SVG: time against bytes, one
-colour per implementation, and a line per measured copy bandwidth (time = bytes / BW).
-All coordinates are computed here; the template only draws them."""
+colour per implementation, a line per measured copy bandwidth (time = bytes / BW) and the
+curve of device copies of the items' own bytes, timed as the items were. All coordinates
+are computed here; the template only draws them."""
 
 from __future__ import annotations
 
@@ -72,6 +73,8 @@ class Chart:
     points: tuple
     lines: tuple
     legend: tuple
+    copy_curve: str  # SVG polyline points of the same-bytes copies ("" when none)
+    copy_legend: Optional[Legend]
     x_label: str
     y_label: str
     x_label_at: tuple  # (x, y)
@@ -110,15 +113,21 @@ def _clip(x_at, y_at, xlo, xhi, ylo, yhi):
     return (x1, x1 + c, x2, x2 + c) if x2 > x1 else None
 
 
+COPY_CURVE_LABEL = "copy of the same bytes"
+
+
 def loglog(data: Sequence[Datum], copy_gbps: Sequence[tuple],
-           series: Sequence[str] = ()) -> Optional[Chart]:
+           series: Sequence[str] = (), copies: Sequence[tuple] = ()) -> Optional[Chart]:
     """`copy_gbps`: (label, GB/s) of each bandwidth line; `series`: legend order (and
-    colours), the data's order where not given."""
+    colours), the data's order where not given; `copies`: (bytes, seconds) of device copies
+    of the items' own bytes, drawn as one curve in order of bytes."""
     data = [d for d in data if d.bytes > 0 and d.seconds > 0]
     if not data:
         return None
+    copies = sorted({(float(b), float(s)) for b, s in copies if b > 0 and s > 0})
     xlo, xhi = _decades(min(d.bytes for d in data), max(d.bytes for d in data))
-    ylo, yhi = _decades(min(d.seconds for d in data), max(d.seconds for d in data))
+    ylo, yhi = _decades(min([d.seconds for d in data] + [s for _, s in copies]),
+                        max(d.seconds for d in data))
     lines_bw = [(label, bw) for label, bw in copy_gbps if bw and bw > 0]
     for _, bw in lines_bw:  # let the line show where the points sit far above it
         y_line = math.log10(10.0 ** xhi / (bw * 1e9))
@@ -151,10 +160,16 @@ def loglog(data: Sequence[Datum], copy_gbps: Sequence[tuple],
                                  round((y1 + y2) / 2 + 12 * ny, 1), round(angle, 1)))
     legend = tuple(Legend(s, color[s], LEFT + 14, TOP + 14 + 16 * k, LEFT + 24, TOP + 18 + 16 * k)
                    for k, s in enumerate(series))
+    curve = " ".join(f"{round(sx(math.log10(b)), 1)},{round(sy(math.log10(s)), 1)}"
+                     for b, s in copies)
+    k = len(series)
+    copy_legend = (Legend(COPY_CURVE_LABEL, "", LEFT + 14, TOP + 14 + 16 * k, LEFT + 24,
+                          TOP + 18 + 16 * k) if copies else None)
     return Chart(width=WIDTH, height=HEIGHT, left=LEFT, top=TOP, plot_w=pw, plot_h=ph,
                  xticks=_xticks(xlo, xhi, sx, TOP, TOP + ph),
                  yticks=_yticks(ylo, yhi, sy, LEFT, LEFT + pw),
-                 points=points, lines=tuple(lines), legend=legend,
+                 points=points, lines=tuple(lines), legend=legend, copy_curve=curve,
+                 copy_legend=copy_legend,
                  x_label="compulsory bytes (log scale)",
                  y_label="median backward time (log scale)",
                  x_label_at=(LEFT + pw / 2, HEIGHT - 12), y_label_at=(-(TOP + ph / 2), 16))

@@ -87,7 +87,7 @@ COLUMNS = ("run_id", "run_started", "device_name", "op", "case_id", "case_group"
            "impl_kind", "verdict", "failure_kind", "reason", "outputs", "diagnosis",
            "diagnosis_cause", "determinism", "det_spread", "time_samples_s",
            "time_median_s", "time_iqr_s", "bytes", "gbps", "copy_gbps", "frac_copy_bw",
-           "frac_same_copy", "arith_intensity", "bound")
+           "frac_same_copy", "same_copy_s", "arith_intensity", "bound")
 
 
 def _case_ranks(rows: pd.DataFrame) -> pd.Series:

@@ -1,7 +1,7 @@
 """The roofline section: per op, a row per timed listed item (compulsory bytes, median
 and IQR of the samples, GB/s, fraction of the measured copy bandwidth, speed as a fraction
 of a device copy of the same bytes, arithmetic intensity, bound) and the time-against-bytes
-chart with the copy-bandwidth line."""
+chart with the copy-bandwidth line and the curve of the same-bytes copies."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ class OpRoofline:
 
 COLUMNS = ["case_id", "case_group", "impl", "anchor", "verdict", "time_samples_s",
            "time_median_s", "time_iqr_s", "bytes", "gbps", "frac_copy_bw", "frac_same_copy",
-           "arith_intensity", "bound"]
+           "same_copy_s", "arith_intensity", "bound"]
 
 
 def _n(samples) -> Optional[int]:
@@ -97,12 +97,14 @@ def build(items: Items) -> tuple:
                 title=f"{r.case_id} [{r.impl}]: {fmt.time_text(med)}, "
                       f"{fmt.bytes_text(r.bytes)}, {gbps or 0:.1f} GB/s"))
         lines = _copy_lines(timed[timed["copy_gbps"].notna()])
+        copied = timed[timed["same_copy_s"].notna()]
+        copies = [(b, s) for b, s in zip(copied["bytes"], copied["same_copy_s"])]
         # never split a case's implementations between the open and the folded table
         cut = len(rows) if len(rows) <= FIRST_ROWS else next(
             (k for k in range(FIRST_ROWS, len(rows)) if rows[k].case_id != rows[k - 1].case_id),
             len(rows))
         out.append(OpRoofline(op=op, rows=tuple(rows[:cut]), more_rows=tuple(rows[cut:]),
-                              chart=chart.loglog(data, lines, impls),
+                              chart=chart.loglog(data, lines, impls, copies),
                               n_timed=len(all_timed), n_listed=len(rows),
                               copy_lines=tuple((lbl, fmt.fixed(bw)) for lbl, bw in lines)))
     return tuple(out)

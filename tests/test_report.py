@@ -200,6 +200,27 @@ def test_roofline_shows_each_items_fraction_of_its_same_bytes_copy(perf):
     assert len(old) == len(perf) and not any(any(c.isdigit() for c in t) for t in old)
 
 
+def test_chart_draws_the_same_bytes_copies_where_the_run_timed_them(perf):
+    from reports import chart
+
+    data = [chart.Datum(bytes=b, seconds=t, series="k", title="", href="")
+            for b, t in [(1e6, 2e-5), (1e8, 3e-4), (4e8, 1e-3)]]
+    # a copy as fast as the item at its bytes lands on the item's point
+    c = chart.loglog(data, [("copy", 4000.0)], copies=[(4e8, 1e-3), (1e6, 1e-5), (1e6, 1e-5)])
+    vertices = [tuple(map(float, v.split(","))) for v in c.copy_curve.split()]
+    assert len(vertices) == 2 and vertices[0][0] < vertices[1][0]
+    assert vertices[1] == (c.points[2].x, c.points[2].y)
+    assert vertices[0][1] > c.points[0].y  # 10 us sits below the 20 us point
+    assert c.copy_legend.label == chart.COPY_CURVE_LABEL
+    assert chart.loglog(data, [("copy", 4000.0)]).copy_curve == ""
+
+    df = perf.assign(same_copy_s=perf["bytes"] / 4e12)
+    html = html_of(df)
+    assert html.count('<polyline class="samecopy"') == perf["op"].nunique()
+    assert chart.COPY_CURVE_LABEL in html
+    assert "<polyline" not in html_of(perf)  # runs without the copies draw no curve
+
+
 def test_failure_metrics_and_diagnosis_equal_the_parquet(perf):
     df = with_failures(perf)
     tree = Tree(html_of(df))
