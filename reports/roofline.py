@@ -98,7 +98,7 @@ def build(items: Items) -> tuple:
                       f"{fmt.bytes_text(r.bytes)}, {gbps or 0:.1f} GB/s"))
         lines = _copy_lines(timed[timed["copy_gbps"].notna()])
         copied = timed[timed["same_copy_s"].notna()]
-        copies = [(b, s) for b, s in zip(copied["bytes"], copied["same_copy_s"])]
+        copies = list(zip(copied["bytes"], copied["same_copy_s"]))
         # never split a case's implementations between the open and the folded table
         cut = len(rows) if len(rows) <= FIRST_ROWS else next(
             (k for k in range(FIRST_ROWS, len(rows)) if rows[k].case_id != rows[k - 1].case_id),
