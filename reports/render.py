@@ -83,6 +83,10 @@ def _notices(its: items.Items, comparison, baseline_given: bool, speed,
         out.append(Notice(Level.WARN, "The baseline ran in another environment ("
                           + "; ".join(comparison.env_differences)
                           + "): timing changes may come from it."))
+    if comparison is not None and comparison.n_flush_differs:
+        out.append(Notice(Level.WARN, f"{comparison.n_flush_differs} items were timed after "
+                          "another kind of L2 flush in the baseline (l2_flush): their "
+                          "timings are not compared."))
     out += [Notice(Level.WARN, f"--baseline-impl {requested!r} has no timed results for "
                                f"{s.op}: its speedups are against {s.baseline!r}.")
             for s in speed if s.fallback]

@@ -14,7 +14,7 @@ ENV_FIELDS = (  # (column, label)
     ("run_id", "run"), ("run_started", "started"), ("git_commit", "commit"), ("host", "host"),
     ("device", "device"), ("device_name", "device name"), ("driver", "driver"),
     ("torch_version", "torch"), ("cuda_version", "CUDA"), ("python_version", "Python"),
-    ("profile", "profile"),
+    ("profile", "profile"), ("l2_flush", "L2 flush"),
 )
 DETERMINISM = ("bitwise", "nondeterministic", "fail", "not_checked")  # Determinism values
 
@@ -47,12 +47,16 @@ class Summary:
     total: CountRow
 
 
+def _run_value(col: pd.Series) -> str:
+    """A run-level column's value: its distinct values, nulls left out (l2_flush is null on
+    untimed rows; the others hold one value a run)."""
+    return ", ".join(sorted(map(str, col.dropna().unique())))
+
+
 def _runs(df: pd.DataFrame) -> tuple:
     out = []
     for run_id, r in df.groupby("run_id", sort=False):
-        first = r.iloc[0]
-        fields = tuple((label, "" if pd.isna(first.get(col)) else str(first.get(col)))
-                       for col, label in ENV_FIELDS if col in r)
+        fields = tuple((label, _run_value(r[col])) for col, label in ENV_FIELDS if col in r)
         copy = r["copy_gbps"].dropna()
         out.append(RunInfo(fields=fields, rows=fmt.count(len(r)),
                            copy_gbps=fmt.fixed(copy.iloc[0] if len(copy) else None)))

@@ -19,6 +19,10 @@ from typing import Optional
 
 from suite.errors import EXIT_BAD_INPUT, SuiteInputError
 
+# suite.timing.L2_FLUSH_MODES, repeated so that building the parser does not import torch
+# (tests/test_cli.py checks that they agree)
+L2_FLUSH_MODES = ("clean", "dirty", "none")
+
 DEFAULT_RESULTS_DIR = Path("results")
 
 
@@ -66,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="untimed calls before sampling (default 3)")
     g.add_argument("--max-time", type=float, default=1.0, metavar="S",
                    help="stop sampling an item after this many seconds (default 1.0)")
+    g.add_argument("--l2-flush", choices=L2_FLUSH_MODES, default="clean",
+                   help="L2 flush before each sample (CUDA): clean (default) reads 256 MiB and "
+                        "leaves no dirty lines; dirty zeroes it as triton's do_bench does, and "
+                        "the timed call also writes back the flush's lines; none")
     g.add_argument("--golden-device", metavar="DEV",
                    help="where the float64 golden is computed (default: the run device)")
     g.add_argument("--include-mutants", action="store_true",
@@ -231,14 +239,15 @@ def cmd_run(args) -> int:
 
     ceilings = roofline.load_ceilings(dev)
     if ceilings.copy_gbps is None and not args.no_timing:
-        print(f"no copy-bandwidth calibration for {ceilings.device_name}: measuring it now "
+        print(f"no copy-bandwidth calibration for {ceilings.device_name} (or one measured "
+              f"without the {roofline.CALIBRATION_FLUSH} L2 flush): measuring it now "
               f"(`python -m suite calibrate` stores it)", file=sys.stderr)
         ceilings = roofline.calibrate(dev)
     env = results.environment(dev, profile)
     out_path = args.output or args.out / f"{env['run_id']}.parquet"
     opts = RunOptions(device=dev, golden_device=golden_dev, repeats=args.repeats,
                       timing=not args.no_timing, warmup=args.warmup, samples=args.samples,
-                      max_time_s=args.max_time)
+                      max_time_s=args.max_time, l2_flush=args.l2_flush)
     print(f"run {env['run_id']}: profile {profile}, {n_items} items on {dev} "
           f"({env['device_name']}), results -> {out_path}", file=sys.stderr)
     writer = results.ResultsWriter(out_path)

@@ -5,7 +5,9 @@ Mann-Whitney U test on the kept samples. As in asv's `compare`, a change is flag
 when both agree: ratio > factor (default 1.10) and p < alpha (default 0.01) is a
 regression, ratio < 1/factor and p < alpha an improvement; beyond the factor but not
 significant is `uncertain` (asv's "~"). Verdict changes and cases present in one run only
-are listed separately. Pure Python and pandas: no torch import (2 s), no scipy.
+are listed separately. Timings taken after different kinds of L2 flush (`l2_flush`) are
+not compared: the flush alone moves them (README, Timing and roofline). Pure Python and
+pandas: no torch import (2 s), no scipy.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ BAD_VERDICTS = frozenset({"fail", "error"})
 # exact null distribution of U up to this n1*n2 (cached per size pair), else normal
 EXACT_MAX_CELLS = 2500
 # run-level columns whose difference makes timings suspect (not the host: CI runners change)
-ENV_COLUMNS = ("device_name", "driver", "torch_version", "cuda_version")
+ENV_COLUMNS = ("device_name", "driver", "torch_version", "cuda_version", "l2_flush")
 
 
 # -- Mann-Whitney U ----------------------------------------------------------------------
@@ -165,13 +167,14 @@ class Presence:
 class Comparison:
     rule: Rule
     n_common: int  # items in both runs
-    n_timed: int  # of those, timed in both
+    n_timed: int  # of those, timed in both after the same kind of L2 flush (compared)
     timing: tuple  # TimingChange beyond the factor (regression, improvement, uncertain)
     new_failures: tuple  # VerdictChange: fail/error now, not before (new cases included)
     fixed_failures: tuple  # VerdictChange: fail/error before, pass now
     disappeared: tuple  # Presence in the baseline only
     new_cases: tuple  # Presence in the current run only
     env_differences: tuple  # "device_name: A -> B"
+    n_flush_differs: int = 0  # timed in both, after different L2 flushes: not compared
 
     def _of(self, change: Change) -> list:
         return [t for t in self.timing if t.change is change]
@@ -229,6 +232,13 @@ def _median(recorded, samples) -> Optional[float]:
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
+def _same_flush(common: pd.DataFrame) -> pd.Series:
+    """Whether each item's two timings followed the same kind of L2 flush (missing on
+    both sides counts as the same)."""
+    cur, base = common["l2_flush"], common["l2_flush_b"]
+    return (cur == base) | (cur.isna() & base.isna())
+
+
 def _timed(common: pd.DataFrame) -> pd.DataFrame:
     """Items with samples in both runs, with their medians and ratio (vectorized: a
     nightly run holds tens of thousands of items)."""
@@ -271,13 +281,16 @@ def _presence(df: pd.DataFrame) -> tuple:
 
 def compare(baseline: pd.DataFrame, current: pd.DataFrame, rule: Rule = Rule()) -> Comparison:
     """Everything that changed from `baseline` to `current` (results DataFrames)."""
-    cols = KEY + ["case_group", "verdict", "reason", "time_median_s", "time_samples_s"]
-    base, cur = _plain(latest_rows(baseline)[cols]), _plain(latest_rows(current)[cols])
+    cols = KEY + ["case_group", "verdict", "reason", "time_median_s", "time_samples_s",
+                  "l2_flush"]
+    base, cur = (_plain(latest_rows(df).reindex(columns=cols)) for df in (baseline, current))
     common = cur.merge(base, on=KEY, how="inner", suffixes=("", "_b"))
     only_cur, only_base = _only(cur, base), _only(base, cur)
 
     timing = []
-    timed = _timed(common)
+    both = _timed(common)
+    same = _same_flush(both)
+    timed = both[same]
     for r in timed[rule.beyond(timed["ratio"])].sort_values(KEY).itertuples():
         s_cur, s_base = _samples(r.time_samples_s), _samples(r.time_samples_s_b)
         p = mann_whitney_u(s_cur, s_base).p  # only changes beyond the factor need it
@@ -299,6 +312,7 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, rule: Rule = Rule()) 
              for r in common[bad_before & (common["verdict"] == "pass")]
              .sort_values(KEY).itertuples()]
     return Comparison(rule=rule, n_common=len(common), n_timed=len(timed),
+                      n_flush_differs=int((~same).sum()),
                       timing=tuple(timing), new_failures=tuple(new_failures),
                       fixed_failures=tuple(fixed),
                       disappeared=_presence(only_base), new_cases=_presence(only_cur),

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from suite.errors import SuiteInputError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 OUTPUT_STRUCT = pa.struct([
     ("name", pa.string()), ("tol_class", pa.string()), ("numel", pa.int64()),
@@ -70,7 +70,8 @@ SCHEMA = pa.schema([
     # timing
     ("timing_method", pa.string()), ("time_samples_s", pa.list_(pa.float64())),
     ("time_median_s", pa.float64()), ("time_iqr_s", pa.float64()),
-    ("time_warmup", pa.int32()), ("l2_flush", pa.bool_()),
+    # l2_flush: "clean", "dirty" or "none" (suite.timing; a boolean before version 4)
+    ("time_warmup", pa.int32()), ("l2_flush", pa.string()),
     # roofline
     ("bytes", pa.int64()), ("flops", pa.int64()), ("gbps", pa.float64()),
     ("copy_gbps", pa.float64()), ("frac_copy_bw", pa.float64()),
@@ -198,8 +199,17 @@ def _v2_to_v3(table: pa.Table) -> pa.Table:
     return _add_null_columns(table, ("same_copy_s", "frac_same_copy"))
 
 
+def _v3_to_v4(table: pa.Table) -> pa.Table:
+    """Version 4 names the kind of L2 flush instead of a boolean: the flush of versions 1-3
+    zeroed its buffer ("dirty"); false was "none"."""
+    i = table.schema.get_field_index("l2_flush")
+    kinds = [None if v is None else ("dirty" if v else "none")
+             for v in table.column(i).to_pylist()]
+    return table.set_column(i, SCHEMA.field("l2_flush"), pa.array(kinds, pa.string()))
+
+
 # version N -> the step that turns a version-N table into version N+1
-_MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}
+_MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def read_table(path: Path) -> pa.Table:

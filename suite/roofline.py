@@ -20,6 +20,11 @@ import torch
 
 from suite.timing import time_call
 
+# How the calibration copy is timed: after a clean L2 flush (suite/timing.py), so that it
+# writes back only its own data. Entries measured otherwise (before the flush had kinds, the
+# calibration ran unflushed, behind the previous sample's dirty lines) are measured again.
+CALIBRATION_FLUSH = "clean"
+
 GB = 1e9
 TFLOP = 1e12
 
@@ -108,18 +113,20 @@ def measure_copy_bandwidth(device: torch.device | str, size_bytes: int | None = 
     """GB/s of `dst.copy_(src)` on `device`, counting bytes read + bytes written."""
     device = torch.device(device)
     if size_bytes is None:
-        # Far beyond any cache, so the copy streams from memory without an L2 flush.
+        # Far beyond any cache: the copy streams from memory.
         size_bytes = (2 if device.type == "cuda" else 0.25) * 2**30
     size_bytes = int(size_bytes)
     if size_bytes < 1:
         raise ValueError(f"size_bytes must be >= 1, got {size_bytes}")
     src, dst = _copy_buffers(device, size_bytes)
-    timing = time_call(lambda: dst.copy_(src), device, repeats=repeats, flush_l2=False)
+    timing = time_call(lambda: dst.copy_(src), device, repeats=repeats,
+                       l2_flush=CALIBRATION_FLUSH)
     return 2 * size_bytes / timing.median_s / GB
 
 
-# (device, bytes) -> median seconds of the same-bytes copy (None: it did not fit), per process
-_same_bytes_copies: dict[tuple[str, int], float | None] = {}
+# (device, bytes, timing options) -> median seconds of the same-bytes copy (None: it did not
+# fit), per process
+_same_bytes_copies: dict[tuple, float | None] = {}
 
 
 def same_bytes_copy_s(device: torch.device | str, nbytes: int | None,
@@ -129,13 +136,14 @@ def same_bytes_copy_s(device: torch.device | str, nbytes: int | None,
     the copy alone). The calibrated copy bandwidth is the asymptote of a 2 GiB copy; a call
     of a case's size also pays the method's fixed cost (on an H200 a one-element kernel
     times 3.7 us, and a copy of 201 MB reaches 0.90 of the calibrated bandwidth, one of
-    50 MB 0.69: BENCHMARKS.md, 2026-11-30 ninth session), so this time is the speed a
-    kernel moving those bytes can be held to. Measured once per device and byte count in
-    a process; None below 2 bytes or when the two buffers do not fit in memory."""
+    50 MB 0.69, behind the dirty flush: BENCHMARKS.md, 2026-11-30 ninth session), so this
+    time is the speed a kernel moving those bytes can be held to. Measured once per
+    device, byte count and timing options in a process; None below 2 bytes or when the
+    two buffers do not fit in memory."""
     device = torch.device(device)
     if nbytes is None or nbytes < 2:
         return None
-    key = (str(device), int(nbytes))
+    key = (str(device), int(nbytes), tuple(sorted(timing.items())))
     if key not in _same_bytes_copies:
         try:
             src, dst = _copy_buffers(device, int(nbytes) // 2)
@@ -172,6 +180,7 @@ def save_calibration(device_name: str, copy_gbps: float) -> Path:
     data = _read_calibration(path)
     data[device_name] = {
         "copy_gbps": float(copy_gbps),
+        "l2_flush": CALIBRATION_FLUSH,
         "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "torch": torch.__version__,
     }
@@ -196,7 +205,7 @@ def load_ceilings(device: torch.device | str, *, datasheet_copy: bool = False) -
     sheet = datasheet(name) if device.type == "cuda" else None
     peak = sheet.fp32_tflops if sheet else None
     entry = _read_calibration(calibration_path()).get(name)
-    if isinstance(entry, dict):
+    if isinstance(entry, dict) and entry.get("l2_flush") == CALIBRATION_FLUSH:
         gbps = entry.get("copy_gbps")
         if isinstance(gbps, (int, float)) and not isinstance(gbps, bool) and gbps > 0:
             date = str(entry.get("measured_at", ""))[:10] or "unknown date"
@@ -206,8 +215,9 @@ def load_ceilings(device: torch.device | str, *, datasheet_copy: bool = False) -
     return Ceilings(name, None, "none", peak)
 
 
-def calibrate(device: torch.device | str) -> Ceilings:
-    """Measure the copy bandwidth of `device`, save it, and return the ceilings."""
+def calibrate(device: torch.device | str, size_bytes: int | None = None) -> Ceilings:
+    """Measure the copy bandwidth of `device` (copies of `size_bytes`, default
+    measure_copy_bandwidth's), save it, and return the ceilings."""
     device = torch.device(device)
-    save_calibration(device_name(device), measure_copy_bandwidth(device))
+    save_calibration(device_name(device), measure_copy_bandwidth(device, size_bytes))
     return load_ceilings(device)

@@ -41,6 +41,7 @@ class RunOptions:
     warmup: int = 3
     samples: int = 20
     max_time_s: float = 1.0
+    l2_flush: str = "clean"  # suite.timing.L2_FLUSH_MODES
 
 
 def _poisoned(empties: Mapping[str, torch.Tensor]) -> dict:
@@ -201,12 +202,12 @@ def run_item(ctx: CaseContext, impl: Implementation, env: Mapping, ceilings: Cei
         row["verdict"] = Verdict.PASS.value
 
     if opts.timing:
-        timing = time_call(_timed_call(spec, impl, ctx), dev, warmup=opts.warmup,
-                           repeats=opts.samples, max_time_s=opts.max_time_s)
+        how = dict(warmup=opts.warmup, repeats=opts.samples, max_time_s=opts.max_time_s,
+                   l2_flush=opts.l2_flush)
+        timing = time_call(_timed_call(spec, impl, ctx), dev, **how)
         roof = roofline(row["bytes"], row["flops"], timing.median_s, ceilings)
         # the speed a kernel moving these bytes can be held to: a copy of them, timed alike
-        copy_s = same_bytes_copy_s(dev, row["bytes"], warmup=opts.warmup,
-                                   repeats=opts.samples, max_time_s=opts.max_time_s)
+        copy_s = same_bytes_copy_s(dev, row["bytes"], **how)
         frac_same = copy_s / timing.median_s if copy_s and timing.median_s else None
         row.update(timing_method=timing.method, time_samples_s=list(timing.samples_s),
                    time_median_s=timing.median_s, time_iqr_s=timing.iqr_s,

@@ -1,14 +1,24 @@
 """Time one call (a backward pass) properly: warm-up, cold L2, device-side clocks, all samples.
 
 On CUDA the clock is a pair of `torch.cuda.Event`s around only `fn()`; host-side timers would
-measure launch overhead and queueing instead of the kernel. Before every sample a 256 MiB
-buffer is zeroed so that each sample starts with a cold L2 (an H200 has 50 MiB), as
-`triton.testing.do_bench` does, and the GPU then spins long enough for the host to launch all
-of fn() before the start event runs, so the events time GPU work, not launch gaps. The
-samples' events are read after one synchronize at the end (with no warm-up, also after the
-first sample, which then sizes the time budget).
+measure launch overhead and queueing instead of the kernel. Before every sample the L2 is
+flushed by a pass over a 256 MiB buffer (an H200 has 50 MiB of L2), outside the events; the
+GPU then spins long enough for the host to launch all of fn() before the start event runs,
+so the events time GPU work, not launch gaps. The samples' events are read after one
+synchronize at the end (with no warm-up, also after the first sample, which then sizes the
+time budget).
 
-On CPU the clock is `time.perf_counter` around each call.
+The flush (`l2_flush`):
+- "clean" (the default) reads the buffer: the case's lines are evicted, and the lines left
+  in the L2 are clean, so the timed call writes back only its own data.
+- "dirty" zeroes it, as `triton.testing.do_bench` does (nvbench's memset likewise): the case
+  is as cold, but the L2 is left full of the flush's dirty lines, which the timed call
+  writes back as it evicts them. On an H200 that added 3.6 us to a copy of 201 MB (51.8
+  against 48.2 us) and 5.2 us to the softmax backward at 4096x8192 bf16 (BENCHMARKS.md,
+  2026-11-30 tenth session): a cost set by the L2's size, not by the work timed.
+- "none": no flush (data of the previous sample may still be cached).
+
+On CPU the clock is `time.perf_counter` around each call, with no flush ("none").
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from typing import Callable, Sequence
 import torch
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
+L2_FLUSH_MODES = ("clean", "dirty", "none")
 # torch.utils.benchmark warns when the interquartile range exceeds this share of the median.
 NOISY_IQR_RATIO = 0.10
 # Fewer samples than this make the median and IQR meaningless, unless one call alone
@@ -30,6 +41,8 @@ MIN_SAMPLES = 3
 # One flush buffer per CUDA device index, allocated on first use and kept: reallocating
 # 256 MiB per call would put allocator work next to the timed region.
 _flush_buffers: dict[int, torch.Tensor] = {}
+# The clean flush's sum lands here (one per device index): no allocation per sample.
+_flush_sinks: dict[int, torch.Tensor] = {}
 # Between samples the GPU spins (torch.cuda._sleep) for about twice the host time of one
 # iteration, so the host has launched fn() before the start event runs.
 _SPIN_CALIBRATION_CYCLES = 200_000  # 0.1 ms at full clock
@@ -55,11 +68,13 @@ class Timing:
     method: str  # "cuda_events" or "perf_counter"
     samples_s: tuple  # every kept sample, seconds, in the order measured
     warmup: int  # warm-up calls made before the first sample
-    l2_flush: bool  # whether the L2 cache was flushed before each sample
+    l2_flush: str  # how the L2 was flushed before each sample: L2_FLUSH_MODES
 
     def __post_init__(self) -> None:
         if not self.samples_s:
             raise ValueError("a Timing needs at least one sample")
+        if self.l2_flush not in L2_FLUSH_MODES:
+            raise ValueError(f"l2_flush must be one of {L2_FLUSH_MODES}, got {self.l2_flush!r}")
         object.__setattr__(self, "samples_s", tuple(float(s) for s in self.samples_s))
 
     @property
@@ -103,15 +118,34 @@ def _time_cpu(fn: Callable[[], object], warmup: int, repeats: int,
         if spent > max_time_s and len(samples) >= _min_samples(repeats, samples[0], max_time_s):
             break
     return Timing(method="perf_counter", samples_s=tuple(samples), warmup=warmup,
-                  l2_flush=False)
+                  l2_flush="none")
 
 
 def _flush_buffer(index: int) -> torch.Tensor:
     buf = _flush_buffers.get(index)
     if buf is None:
-        buf = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=f"cuda:{index}")
+        buf = torch.zeros(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=f"cuda:{index}")
         _flush_buffers[index] = buf
     return buf
+
+
+def flush_l2(buf: torch.Tensor, mode: str, sink: torch.Tensor | None = None) -> None:
+    """One pass over `buf` as `mode` asks (module docstring): "clean" sums it into `sink`
+    (a 0-d int64 tensor on buf's device; buf is left as it was), "dirty" zeroes it."""
+    if mode == "clean":
+        torch.sum(buf, dim=0, out=sink)
+    elif mode == "dirty":
+        buf.zero_()
+    elif mode != "none":
+        raise ValueError(f"l2_flush must be one of {L2_FLUSH_MODES}, got {mode!r}")
+
+
+def _flush_sink(index: int) -> torch.Tensor:
+    sink = _flush_sinks.get(index)
+    if sink is None:
+        sink = torch.zeros((), dtype=torch.int64, device=f"cuda:{index}")
+        _flush_sinks[index] = sink
+    return sink
 
 
 def _spin_rate() -> float | None:
@@ -131,11 +165,12 @@ def _spin_rate() -> float | None:
 
 
 def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, repeats: int,
-               max_time_s: float, flush_l2: bool) -> Timing:
+               max_time_s: float, l2_flush: str) -> Timing:
     index = device.index if device.index is not None else torch.cuda.current_device()
     # Events record on the current stream of the current device; make that `device`.
     with torch.cuda.device(index):
-        buf = _flush_buffer(index) if flush_l2 else None
+        buf = _flush_buffer(index) if l2_flush != "none" else None
+        sink = _flush_sink(index) if l2_flush == "clean" else None
         rate = None  # spin cycles per second, once warm
 
         def sample(spacer_s: float):
@@ -144,7 +179,7 @@ def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, repe
             pre.record()
             # Flush and spacer lie outside start..end: only fn() is timed.
             if buf is not None:
-                buf.zero_()
+                flush_l2(buf, l2_flush, sink)
             if rate and spacer_s > 0:
                 torch.cuda._sleep(int(spacer_s * rate))
             start.record()
@@ -185,16 +220,18 @@ def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, repe
                 break
         torch.cuda.synchronize(index)
         samples = tuple(start.elapsed_time(end) / 1e3 for _, start, end in events)
-    return Timing(method="cuda_events", samples_s=samples, warmup=warmup,
-                  l2_flush=buf is not None)
+    return Timing(method="cuda_events", samples_s=samples, warmup=warmup, l2_flush=l2_flush)
 
 
 def time_call(fn: Callable[[], object], device: torch.device | str, *, warmup: int = 3,
-              repeats: int = 20, max_time_s: float = 2.0, flush_l2: bool = True) -> Timing:
+              repeats: int = 20, max_time_s: float = 2.0, l2_flush: str = "clean") -> Timing:
     """Time `fn()` on `device`: `warmup` untimed calls, then up to `repeats` timed ones,
     fewer once the samples have taken more than `max_time_s` (but at least 3, or 1 when a
-    single call overruns the budget). Every sample is kept. That `fn` does real work
-    (no all-zero inputs, no skipped kernels) is the caller's job."""
+    single call overruns the budget), each after an L2 flush of the kind `l2_flush` names
+    (CUDA only; module docstring). Every sample is kept. That `fn` does real work (no
+    all-zero inputs, no skipped kernels) is the caller's job."""
+    if l2_flush not in L2_FLUSH_MODES:
+        raise ValueError(f"l2_flush must be one of {L2_FLUSH_MODES}, got {l2_flush!r}")
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
     if repeats < 1:
@@ -205,5 +242,5 @@ def time_call(fn: Callable[[], object], device: torch.device | str, *, warmup: i
     if device.type == "cpu":
         return _time_cpu(fn, warmup, repeats, max_time_s)
     if device.type == "cuda":
-        return _time_cuda(fn, device, warmup, repeats, max_time_s, flush_l2)
+        return _time_cuda(fn, device, warmup, repeats, max_time_s, l2_flush)
     raise ValueError(f"cannot time on device type {device.type!r}; expected cpu or cuda")

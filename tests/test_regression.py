@@ -205,6 +205,21 @@ def test_environment_differences_are_reported():
     assert compare(a, b).env_differences == ("device_name: dev -> other",)
 
 
+def test_timings_after_different_flushes_are_not_compared():
+    # a dirty flush makes every small case slower (README, Timing and roofline): a run
+    # timed after the clean one must not read as a run of improvements
+    slow, fast = [1.0, 1.01, 1.02, 1.03, 1.04], [0.5, 0.51, 0.52, 0.53, 0.54]
+    base = _run({("g/a", "k"): slow, ("g/b", "k"): slow}).assign(l2_flush="dirty")
+    cur = _run({("g/a", "k"): fast, ("g/b", "k"): fast}).assign(l2_flush="clean")
+    cur.loc[cur.case_id == "g/b", "l2_flush"] = "dirty"
+    c = compare(base, cur)
+    assert c.n_common == 2 and c.n_timed == 1 and c.n_flush_differs == 1
+    assert [t.case_id for t in c.improvements] == ["g/b"]  # same flush: compared
+    assert c.env_differences == ("l2_flush: dirty -> clean, dirty",)
+    # frames without the column (and unflushed CPU rows on both sides) compare as before
+    assert compare(_run({("g/a", "k"): slow}), _run({("g/a", "k"): fast})).n_flush_differs == 0
+
+
 def test_bad_verdicts_are_suite_verdicts():
     from suite.verdicts import Verdict
 

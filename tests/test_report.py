@@ -272,6 +272,16 @@ def test_summary_counts_equal_the_parquet(perf, gpu):
                 assert int(n.attrs["data-v"]) == (sub.determinism == key[12:]).sum()
 
 
+def test_run_summary_names_the_l2_flush_of_the_timed_rows():
+    from reports.summary import _runs
+
+    df = pd.DataFrame({"run_id": ["r"] * 3, "run_started": ["t"] * 3,
+                       "l2_flush": ["clean", None, "clean"], "copy_gbps": [1.0, None, 1.0]})
+    assert dict(_runs(df)[0].fields)["L2 flush"] == "clean"  # untimed rows left out
+    df.loc[1, "l2_flush"] = "dirty"
+    assert dict(_runs(df)[0].fields)["L2 flush"] == "clean, dirty"
+
+
 def test_speedups_and_their_geometric_mean_equal_the_parquet(perf):
     df = with_failures(perf, every=7)
     tree = Tree(html_of(df))

@@ -107,6 +107,22 @@ def test_compare_catches_a_planted_regression(tmp_path, capsys):
     assert "result: REGRESSED" in out
 
 
+def test_compare_and_report_skip_timings_after_another_flush(tmp_path, capsys):
+    path, case, impl = planted(tmp_path)
+    df = read_results([path])
+    assert set(df["l2_flush"].dropna()) == {"dirty"}  # an old file: its flush zeroed
+    df["l2_flush"] = df["l2_flush"].where(df["l2_flush"].isna(), "clean")
+    timed = int(df["l2_flush"].notna().sum())
+    other = write(df, tmp_path / "clean.parquet")
+    assert main(["compare", str(PERF), str(other)]) == 0  # the planted slowdown is not read
+    out = capsys.readouterr().out
+    assert f"not compared: {timed} items timed in both runs after different L2 flushes" in out
+    assert "REGRESSIONS (0)" in out and "l2_flush: " in out
+    html = tmp_path / "r.html"
+    assert main(["report", str(other), "--baseline", str(PERF), "--output", str(html)]) == 0
+    assert f"{timed} items were timed after another kind of L2 flush" in html.read_text()
+
+
 def test_compare_of_identical_runs_passes(tmp_path, capsys):
     copy = shutil.copy(PERF, tmp_path / "copy.parquet")
     assert main(["compare", str(PERF), str(copy)]) == 0

@@ -63,13 +63,20 @@ def test_timed_rows_carry_the_same_bytes_copy(rows, tmp_path):
     assert list(df.frac_same_copy) == [r["frac_same_copy"] for r in rows]
 
 
+def _old_file(rows, path, version, flushed):
+    """rows written as a version-2 or -3 file: no columns added since, l2_flush a boolean
+    (`flushed` per row)."""
+    dropped = {"same_copy_s", "frac_same_copy"} if version == 2 else set()
+    schema = pa.schema([pa.field("l2_flush", pa.bool_()) if f.name == "l2_flush" else f
+                        for f in results.SCHEMA if f.name not in dropped],
+                       metadata={b"bwd_suite_schema_version": str(version).encode()})
+    old = [{**{k: r[k] for k in schema.names}, "l2_flush": f} for r, f in zip(rows, flushed)]
+    pq.write_table(pa.Table.from_pylist(old, schema=schema), path)
+
+
 def test_version_2_files_are_upgraded_with_null_same_bytes_copies(rows, tmp_path):
-    v2 = pa.schema([f for f in results.SCHEMA
-                    if f.name not in ("same_copy_s", "frac_same_copy")],
-                   metadata={b"bwd_suite_schema_version": b"2"})
-    pq.write_table(pa.Table.from_pylist([{k: r[k] for k in v2.names} for r in rows],
-                                        schema=v2), tmp_path / "v2.parquet")
-    with results.ResultsWriter(tmp_path / "v3.parquet") as w:
+    _old_file(rows, tmp_path / "v2.parquet", 2, [False] * len(rows))
+    with results.ResultsWriter(tmp_path / "current.parquet") as w:
         for r in rows:
             w.append(r)
     df = results.read_results([tmp_path])  # both versions in one frame
@@ -77,6 +84,16 @@ def test_version_2_files_are_upgraded_with_null_same_bytes_copies(rows, tmp_path
     timed = df[df.time_median_s.notna()]
     assert timed.same_copy_s.isna().sum() == len(timed) // 2  # the version-2 half
     assert (timed.same_copy_s.notna() == timed.frac_same_copy.notna()).all()
+
+
+def test_version_3_flush_booleans_become_kinds(rows, tmp_path):
+    """Versions 1-3 flushed by zeroing a buffer: true reads as "dirty", false as "none"."""
+    three = (rows * 3)[:3]
+    flushed = [True, False, None]
+    _old_file(three, tmp_path / "v3.parquet", 3, flushed)
+    df = results.read_results([tmp_path / "v3.parquet"])
+    assert list(df.l2_flush[:2]) == ["dirty", "none"] and df.l2_flush.isna()[2]
+    assert list(df.same_copy_s) == [r["same_copy_s"] for r in three]  # the rest as it was
 
 
 def test_readme_documents_the_schema():

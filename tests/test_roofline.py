@@ -99,10 +99,38 @@ def test_measure_copy_bandwidth_cpu():
 
 def test_calibrate_saves_and_loads(monkeypatch):
     # The default 256 MiB copy is slow for a unit test; the measurement is tested above.
-    monkeypatch.setattr(rl, "measure_copy_bandwidth", lambda device: 9.5)
+    sizes = []
+    monkeypatch.setattr(rl, "measure_copy_bandwidth",
+                        lambda device, size_bytes=None: sizes.append(size_bytes) or 9.5)
     c = rl.calibrate("cpu")
     assert c.copy_gbps == 9.5 and c.copy_source.startswith("measured ")
-    assert json.loads(rl.calibration_path().read_text())[c.device_name]["copy_gbps"] == 9.5
+    entry = json.loads(rl.calibration_path().read_text())[c.device_name]
+    assert entry["copy_gbps"] == 9.5 and entry["l2_flush"] == "clean"
+    rl.calibrate("cpu", size_bytes=2**20)  # `calibrate --size-mib` passes its size on
+    assert sizes == [None, 2**20]
+
+
+def test_calibration_timed_another_way_is_not_used(cache_dir, monkeypatch):
+    # entries saved before the flush had kinds (no "l2_flush") were timed behind the
+    # previous sample's dirty lines: `run` measures again rather than use them
+    monkeypatch.setattr(rl, "device_name", lambda device: "NVIDIA H200")
+    path = rl.save_calibration("NVIDIA H200", 4321.0)
+    data = json.loads(path.read_text())
+    del data["NVIDIA H200"]["l2_flush"]
+    path.write_text(json.dumps(data))
+    assert rl.load_ceilings("cpu").copy_gbps is None
+    data["NVIDIA H200"]["l2_flush"] = "dirty"
+    path.write_text(json.dumps(data))
+    assert rl.load_ceilings("cpu").copy_source == "none"
+
+
+def test_calibration_copy_is_timed_after_a_clean_flush(monkeypatch):
+    seen = []
+    real = rl.time_call
+    monkeypatch.setattr(rl, "time_call", lambda fn, device, **kw: seen.append(kw) or
+                        real(fn, device, **kw))
+    rl.measure_copy_bandwidth("cpu", size_bytes=2**16, repeats=3)
+    assert seen == [dict(repeats=3, l2_flush="clean")]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -142,9 +170,13 @@ def test_same_bytes_copy_moves_the_bytes_once_per_size(copies):
     assert t > 0
     assert copies["sizes"] == [1 << 15]  # half read, half written
     assert copies["timing"] == [dict(warmup=1, repeats=3, max_time_s=0.5)]
-    assert rl.same_bytes_copy_s(cpu, 1 << 16, warmup=1, repeats=3) == t  # memoized
+    assert rl.same_bytes_copy_s(cpu, 1 << 16, warmup=1, repeats=3, max_time_s=0.5) == t
+    assert copies["sizes"] == [1 << 15]  # memoized
     assert rl.same_bytes_copy_s("cpu", (1 << 16) + 2, warmup=1, repeats=3) > 0
     assert copies["sizes"] == [1 << 15, (1 << 15) + 1]
+    # timed another way (a different flush, say): measured again, not taken from the memo
+    rl.same_bytes_copy_s(cpu, 1 << 16, warmup=1, repeats=3, max_time_s=0.5, l2_flush="dirty")
+    assert copies["sizes"][-1] == 1 << 15 and copies["timing"][-1]["l2_flush"] == "dirty"
 
 
 def test_same_bytes_copy_without_bytes_or_memory_is_none(copies, monkeypatch):

@@ -21,7 +21,7 @@ def test_quantile_matches_numpy_linear():
 
 
 def test_stats_on_known_samples():
-    t = Timing("perf_counter", tuple(float(i) for i in range(1, 10)), 0, False)
+    t = Timing("perf_counter", tuple(float(i) for i in range(1, 10)), 0, "none")
     assert t.median_s == 5.0
     assert t.iqr_s == 4.0
     assert t.min_s == 1.0
@@ -29,26 +29,26 @@ def test_stats_on_known_samples():
 
 def test_median_is_not_the_mean_and_order_is_kept():
     samples = (5.0, 1.0, 100.0, 2.0, 3.0)
-    t = Timing("perf_counter", samples, 0, False)
+    t = Timing("perf_counter", samples, 0, "none")
     assert t.median_s == 3.0  # the mean would be 22.2
     assert t.samples_s == samples  # order measured, outlier kept
 
 
 def test_noisy_flag():
-    assert not Timing("perf_counter", (1.0, 1.0, 1.0, 1.05, 1.05), 0, False).noisy
-    assert Timing("perf_counter", (1.0, 1.0, 1.5, 2.0, 2.0), 0, False).noisy
-    assert not Timing("perf_counter", (0.0, 0.0, 0.0), 0, False).noisy  # no division by zero
+    assert not Timing("perf_counter", (1.0, 1.0, 1.0, 1.05, 1.05), 0, "none").noisy
+    assert Timing("perf_counter", (1.0, 1.0, 1.5, 2.0, 2.0), 0, "none").noisy
+    assert not Timing("perf_counter", (0.0, 0.0, 0.0), 0, "none").noisy  # no division by zero
 
 
 def test_timing_needs_samples():
     with pytest.raises(ValueError):
-        Timing("perf_counter", (), 0, False)
+        Timing("perf_counter", (), 0, "none")
 
 
 def test_cpu_sleep_median_and_sample_count():
     t = time_call(_sleeper(0.002), "cpu", warmup=1, repeats=10, max_time_s=5.0)
     assert t.method == "perf_counter"
-    assert t.warmup == 1 and t.l2_flush is False
+    assert t.warmup == 1 and t.l2_flush == "none"  # nothing to flush on CPU
     assert len(t.samples_s) == 10
     assert 0.0019 <= t.median_s < 0.05
     assert t.min_s <= t.median_s
@@ -104,6 +104,35 @@ def test_bad_arguments(kwargs):
         time_call(lambda: None, "cpu", **kwargs)
 
 
+def test_flush_kinds_are_checked():
+    with pytest.raises(ValueError, match="l2_flush"):
+        time_call(lambda: None, "cpu", l2_flush="zero")
+    with pytest.raises(ValueError, match="l2_flush"):
+        Timing("perf_counter", (1.0,), 0, True)
+
+
+def test_clean_flush_reads_the_buffer_and_dirty_flush_writes_it():
+    # the passes themselves, on CPU tensors: clean leaves the buffer as it was (no dirty
+    # lines) and sums it into the sink; dirty zeroes it
+    buf = torch.arange(1, 1001, dtype=torch.int32)
+    sink = torch.zeros((), dtype=torch.int64)
+    timing.flush_l2(buf, "clean", sink)
+    assert int(sink) == 1000 * 1001 // 2
+    assert torch.equal(buf, torch.arange(1, 1001, dtype=torch.int32))
+    timing.flush_l2(buf, "none", sink)
+    assert torch.equal(buf, torch.arange(1, 1001, dtype=torch.int32))
+    timing.flush_l2(buf, "dirty")
+    assert not buf.any()
+    with pytest.raises(ValueError, match="l2_flush"):
+        timing.flush_l2(buf, "read")
+
+
+def test_cli_flush_choices_are_the_timing_modes():
+    from suite import cli
+
+    assert cli.L2_FLUSH_MODES == timing.L2_FLUSH_MODES
+
+
 def test_unknown_device_type():
     with pytest.raises(ValueError, match="device type"):
         time_call(lambda: None, "meta")
@@ -114,7 +143,7 @@ def test_cuda_events_time_the_kernel():
     x = torch.randn(64 * 2**20, device="cuda")  # 256 MiB
     y = torch.empty_like(x)
     t = time_call(lambda: torch.mul(x, 2.0, out=y), "cuda", warmup=2, repeats=10)
-    assert t.method == "cuda_events" and t.l2_flush is True
+    assert t.method == "cuda_events" and t.l2_flush == "clean"
     assert len(t.samples_s) == 10
     # 512 MiB read + written: a median under 512 MiB / 10 TB/s means fn() was not timed.
     assert 512 * 2**20 / t.median_s < 10e12
@@ -130,17 +159,37 @@ def test_cuda_flush_buffer_is_cached_and_optional():
     time_call(lambda: None, "cuda", warmup=0, repeats=3)
     assert timing._flush_buffers[torch.cuda.current_device()] is buf
     t = time_call(lambda: None, torch.device("cuda", torch.cuda.current_device()), warmup=1,
-                  repeats=3, flush_l2=False)
-    assert t.l2_flush is False
+                  repeats=3, l2_flush="none")
+    assert t.l2_flush == "none"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_cuda_flush_makes_reads_cold():
+@pytest.mark.parametrize("kind", ["clean", "dirty"])
+def test_cuda_flush_makes_reads_cold(kind):
     # An 8 MiB read fits in L2: warm samples are faster than flushed ones.
     x = torch.randn(2 * 2**20, device="cuda")
-    warm = time_call(lambda: x.sum(), "cuda", repeats=50, flush_l2=False)
-    cold = time_call(lambda: x.sum(), "cuda", repeats=50, flush_l2=True)
+    warm = time_call(lambda: x.sum(), "cuda", repeats=50, l2_flush="none")
+    cold = time_call(lambda: x.sum(), "cuda", repeats=50, l2_flush=kind)
     assert cold.median_s > warm.median_s
+    assert cold.l2_flush == kind
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_clean_flush_leaves_the_buffer_and_no_dirty_lines():
+    # The clean flush only reads: its buffer keeps a pattern written into it. A 64 MiB copy
+    # after the dirty flush also writes back the flush's lines, after the clean one it does
+    # not (an H200: 3.6 us of a 48 us copy of 201 MB); a margin of 2% is asked here.
+    time_call(lambda: None, "cuda", warmup=0, repeats=3, l2_flush="clean")
+    buf = timing._flush_buffers[torch.cuda.current_device()]
+    pattern = torch.arange(buf.numel(), dtype=buf.dtype, device=buf.device)
+    buf.copy_(pattern)
+    src = torch.randn(8 * 2**20, device="cuda")
+    dst = torch.empty_like(src)
+    clean = time_call(lambda: dst.copy_(src), "cuda", repeats=30, l2_flush="clean")
+    assert torch.equal(buf, pattern)
+    dirty = time_call(lambda: dst.copy_(src), "cuda", repeats=30, l2_flush="dirty")
+    assert not buf.any()
+    assert clean.median_s < 0.98 * dirty.median_s, (clean.median_s, dirty.median_s)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -155,8 +204,8 @@ def test_cuda_times_gpu_work_not_launch_gaps():
         fn()
     host_s = (time.perf_counter() - t0) / 10
     torch.cuda.synchronize()
-    for flush in (False, True):
-        t = time_call(fn, "cuda", flush_l2=flush)
+    for flush in ("none", "clean", "dirty"):
+        t = time_call(fn, "cuda", l2_flush=flush)
         assert t.median_s < 0.7 * host_s, (flush, t.median_s, host_s)
 
 

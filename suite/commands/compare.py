@@ -69,6 +69,9 @@ def render(c, max_lines: int = MAX_LINES) -> list:
     lines = [f"compared: {c.n_common} items in both runs, {c.n_timed} timed in both; "
              f"{c.rule.describe()}"]
     lines += [f"environment differs: {e}" for e in c.env_differences]
+    if c.n_flush_differs:
+        lines.append(f"not compared: {c.n_flush_differs} items timed in both runs after "
+                     f"different L2 flushes (l2_flush)")
 
     def section(title, entries, line):
         lines.append(f"\n{title} ({len(entries)})" + (":" if entries else ""))
