@@ -139,16 +139,19 @@ def test_softmax_plans(plan_dump):
             }
         else:
             # the launch bounds: C = 1 (vectorized rows of 65-1024 vectors) one vector a
-            # thread on up to 1024 threads; C = 4 and 8 at most 512 (vectorized) or 256
-            # (scalar) threads
+            # thread on up to 1024 threads; C = 2 (bf16 split rows), 4 and 8 at most 512
+            # (vectorized) or 256 (scalar) threads
             cap = 1024 if c == 1 else 512 if vec else 256
+            split = dt == BF16 and vec and not drop and 512 < nv <= 1024
             checks = {
                 "block per row": q["warp_per_row"] == 0 and q["grid"] == rows,
                 "block": _pow2(block) and 128 <= block <= cap,
-                "C = 1 exactly the vectorized rows of up to 1024 vectors":
-                    (c == 1) == (vec and nv <= 1024),
+                "C = 1 exactly the vectorized rows of up to 1024 vectors, but split ones":
+                    (c == 1) == (vec and nv <= 1024 and not split),
                 "C = 1 one vector a thread": c != 1 or block == _pow2_at_least(nv),
-                "chunks": c in (1, 4, 8),
+                # bf16 rows of 513-1024 vectors without dropout: 2 vectors on 512 threads
+                "split rows": (c == 2) == split and (c != 2 or block == 512),
+                "chunks": c in (1, 2, 4, 8),
                 "the row fits or streams": (not q["streamed"] and block * c * v >= n)
                                            or (q["streamed"] and c == 8 and block * 8 * v < n),
                 # fp32 rows past 1024 vectors: C = 4 on 512 threads, 2 blocks an SM

@@ -22,7 +22,9 @@
 //    (40 registers, 3 blocks an SM): 0.862 -> 0.879 of the copy bandwidth at 4096x8192
 //    bf16, 0.956 -> 0.970 for attention L1024 bf16, 0.787 -> 0.813 at 8192x1024 fp32,
 //    the 16 perf cases 0.893 -> 0.908 geomean (BENCHMARKS.md, 2026-11-30 eighth session).
-//    fp32 rows of 1025-2048 vectors at C = 4 on 512 threads, 2 blocks an SM.
+//    fp32 rows of 1025-2048 vectors at C = 4 on 512 threads, 2 blocks an SM; bf16 rows
+//    of 513-1024 vectors without dropout at C = 2 on 512 threads, 4 blocks an SM, the
+//    second vector through shared memory (kBlocksSplit).
 //  - longer rows: TPR = 128 ... 512, C = 4 or 8, held in registers up to 512 x 8 vectors =
 //    16384 fp32 or 32768 fp16/bf16 elements per row (128 KiB of y and dy per block, half
 //    the register file). The warps' partial sums meet in shared memory (one __syncthreads)
@@ -51,6 +53,7 @@
 #include "../../common/csrc/convert.cuh"
 #include "../../common/csrc/dtype_dispatch.cuh"
 #include "../../common/csrc/reduce.cuh"
+#include "../../common/csrc/row_pipeline.cuh"
 #include "softmax_bwd.h"
 
 namespace {
@@ -63,6 +66,14 @@ constexpr int kWarpMaxVecs = 64;  // vectorized rows of more vectors take block 
 // 1024 an SM (<= 32 registers; 30-32 by ptxas, no spills). The C = 2 rows they replaced
 // needed 40 registers at 16 bits, and spilled 60-76 bytes at 4 blocks of 512 an SM.
 constexpr int kC1Threads = 1024, kBlocksC1 = 2;
+// bf16 rows of 513-1024 vectors without dropout: C = 2 on 512 threads at 4 blocks an SM
+// (Liger's tiling), the second vector of y and dy staged through the thread's shared-memory
+// slots by cp.async, so a thread holds one vector in registers (<= 32). Timed after the clean
+// L2 flush beside the C = 1 rows on 1024 threads: 4096x8192 bf16 0.976 -> 0.993 and 0.958 ->
+// 1.000 of the copy bandwidth (Liger 1.016, 1.003), H200, 2026-11-30 tenth session; behind
+// the dirty flush (ninth session) within the spread. fp16 and dropout rows keep C = 1: they
+// spilled 8 bytes here, and split's dropout rows lost 4% (eighth session).
+constexpr int kBlocksSplit = 4;
 // fp32 rows of 1025-2048 vectors at C = 4 on 512 threads, 2 blocks an SM (<= 64
 // registers). At C = 2 on 1024 threads (44 registers: one block an SM) 4096x8192 fp32 ran
 // at 0.75-0.88 of the copy bandwidth from run to run; at C = 4 with the lean block rows
@@ -293,29 +304,73 @@ softmax_bwd_kernel(const SoftmaxBwdParams p) {
   }
 }
 
+// bf16 rows of 513-1024 vectors without dropout (kBlocksSplit): one block of kMaxThreads
+// per row, C = 2; chunk 1 goes to the thread's two shared-memory slots by cp.async while
+// chunk 0 loads to registers, and is read from there again for the store (held in registers
+// across the reduction it cost the 4th block an SM).
+__global__ void __launch_bounds__(kMaxThreads, kBlocksSplit)
+softmax_bwd_split_kernel(const SoftmaxBwdParams p) {
+  using T = __nv_bfloat16;
+  constexpr int V = Vec<T>::V;
+  __shared__ uint4 stage[2][kMaxThreads];
+  const int tid = int(threadIdx.x), tpr = int(blockDim.x);
+  const int64_t row = blockIdx.x;
+  const int n = p.n, chunk = tpr * V;  // 32-bit offsets within the row (lean rows)
+  const T *y = static_cast<const T *>(p.y) + row * p.y_row;
+  const T *dy = static_cast<const T *>(p.dy) + row * p.dy_row;
+  T *dx = static_cast<T *>(p.dx) + row * p.dx_row;
+
+  const unsigned sy = rowpipe::smem_addr(&stage[0][tid]), sd = rowpipe::smem_addr(&stage[1][tid]);
+  const int e1 = chunk + tid * V;
+  const int b = rowpipe::bytes_before(e1, n, V, int(sizeof(T)));
+  rowpipe::cp_async16(sy, b ? y + e1 : y, b);
+  rowpipe::cp_async16(sd, b ? dy + e1 : dy, b);
+  rowpipe::cp_async_commit();
+  Vec<T> y0, d0, y1, d1;
+  MaskVec<V> unused;
+  load_chunk<T, true, false>(y, dy, nullptr, 0, tid, tpr, n, y0, d0, unused);
+  float dot = dot_vec<T, false>(y0, d0, 1.f, 0.f);
+  rowpipe::cp_async_wait<0>();  // this thread's own copies: no barrier needed
+  y1.raw = rowpipe::lds16(sy);
+  d1.raw = rowpipe::lds16(sd);
+  dot = dot_vec<T, false>(y1, d1, 1.f, dot);
+  dot = row_sum<false, true>(dot);
+  store_chunk<T, true, false>(dx, 0, tid, tpr, n, y0, d0, 1.f, dot);
+  y1.raw = rowpipe::lds16(sy);
+  d1.raw = rowpipe::lds16(sd);
+  store_chunk<T, true, false>(dx, chunk, tid, tpr, n, y1, d1, 1.f, dot);
+}
+
 // The kernels a plan can ask for (softmax_bwd_plan): vectorized warp rows hold at most
-// kWarpMaxVecs vectors (C <= 2), vectorized block rows take C = 1 or >= 4, scalar block
-// rows C >= 4.
+// kWarpMaxVecs vectors (C <= 2), vectorized block rows take C = 1, 2 (bf16 split rows,
+// their own kernel) or >= 4, scalar block rows C >= 4.
 template <typename T, int C, bool kWarp, bool kStream>
 cudaError_t launch_variant(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, cudaStream_t s) {
-  constexpr bool kVecPlanned = kWarp ? C <= 2 : C != 2;
-  constexpr bool kScalarPlanned = kWarp || C >= 4;
-  if (plan.vectorized) {
-    if constexpr (kVecPlanned) {
+  if constexpr (!kWarp && C == 2) {  // split rows: bf16, vectorized, no dropout (the plan)
+    if (!std::is_same_v<T, __nv_bfloat16> || p.dropout || !plan.vectorized || kStream)
+      return cudaErrorInvalidValue;
+    softmax_bwd_split_kernel<<<plan.grid, plan.block, 0, s>>>(p);
+    return cudaSuccess;
+  } else {
+    constexpr bool kVecPlanned = kWarp ? C <= 2 : true;
+    constexpr bool kScalarPlanned = kWarp || C >= 4;
+    if (plan.vectorized) {
+      if constexpr (kVecPlanned) {
+        if (p.dropout)
+          softmax_bwd_kernel<T, C, kWarp, true, true, kStream><<<plan.grid, plan.block, 0, s>>>(p);
+        else
+          softmax_bwd_kernel<T, C, kWarp, true, false, kStream><<<plan.grid, plan.block, 0, s>>>(p);
+        return cudaSuccess;
+      }
+    } else if constexpr (kScalarPlanned) {
       if (p.dropout)
-        softmax_bwd_kernel<T, C, kWarp, true, true, kStream><<<plan.grid, plan.block, 0, s>>>(p);
+        softmax_bwd_kernel<T, C, kWarp, false, true, kStream><<<plan.grid, plan.block, 0, s>>>(p);
       else
-        softmax_bwd_kernel<T, C, kWarp, true, false, kStream><<<plan.grid, plan.block, 0, s>>>(p);
+        softmax_bwd_kernel<T, C, kWarp, false, false, kStream><<<plan.grid, plan.block, 0, s>>>(p);
       return cudaSuccess;
     }
-  } else if constexpr (kScalarPlanned) {
-    if (p.dropout)
-      softmax_bwd_kernel<T, C, kWarp, false, true, kStream><<<plan.grid, plan.block, 0, s>>>(p);
-    else
-      softmax_bwd_kernel<T, C, kWarp, false, false, kStream><<<plan.grid, plan.block, 0, s>>>(p);
-    return cudaSuccess;
+    return cudaErrorInvalidValue;
   }
-  return cudaErrorInvalidValue;
 }
 
 template <typename T>
@@ -335,6 +390,7 @@ cudaError_t launch_typed(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, 
   } else {
     switch (plan.chunks) {
       case 1: err = launch_variant<T, 1, false, false>(p, plan, s); break;
+      case 2: err = launch_variant<T, 2, false, false>(p, plan, s); break;
       case 4: err = launch_variant<T, 4, false, false>(p, plan, s); break;
       case 8: err = launch_variant<T, 8, false, false>(p, plan, s); break;
       default: return cudaErrorInvalidValue;
@@ -374,7 +430,11 @@ SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p) {
     plan.block = dim3(32 * kWarpRows);
   } else {
     int tpr;
-    if (plan.vectorized && nv <= kC1Threads) {  // C = 1, as many threads as needed
+    if (plan.vectorized && p.dtype == DType::kBFloat16 && !p.dropout && nv > kMaxThreads &&
+        nv <= 2 * kMaxThreads) {
+      tpr = kMaxThreads;  // C = 2, the second vector through shared memory
+      plan.chunks = 2;
+    } else if (plan.vectorized && nv <= kC1Threads) {  // C = 1, as many threads as needed
       tpr = pow2_ceil(nv);
       plan.chunks = 1;
     } else if (plan.vectorized && es == 4 && nv <= 4 * kMaxThreads) {  // fp32: C = 4
