@@ -13,9 +13,9 @@ computed and nothing is checked: correctness is the suite's job.
 spin, CUDA events around the call) under torch.profiler and prints where the events' time
 goes: each kernel of the call, the gaps between them, and the time inside the events that
 no kernel of the call runs in (medians over the samples). On the H200 that outside time
-was about 2.6 us a call for every implementation, and LayerNorm's second kernel started
-1.9 us after its first ended, before it became a programmatic dependent launch
-(BENCHMARKS.md, 2026-11-30 seventh session):
+was about 2.6 us a call for every implementation (behind the zeroing flush of the time),
+and LayerNorm's second kernel started 1.9 us after its first ended, before it became a
+programmatic dependent launch (BENCHMARKS.md, 2026-11-30 seventh session):
 
     python3 scripts/ncu_case.py --op layer_norm --impl cuda --case M4096-N8192-bf16 --timeline
 """
