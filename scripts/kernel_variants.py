@@ -25,6 +25,13 @@ same run as the kernel it would replace:
 
 --with liger,torch_ref times other implementations of the op in the same run, so that a
 variant is also compared with its peers (a vendor kernel absent there runs as unsupported).
+
+--twin adds `cuda+twin`: the shipped sources unchanged, built as their own extension and
+timed last in each case, after the variants. It is the control for the order: a case's
+implementations are timed one after the other, and at 16-25 us cases an H200 run once
+timed the same code 3-5% apart between first and third place (BENCHMARKS.md, 2026-11-30
+tenth session). A variant that beats `cuda` by less than `cuda+twin` does is not faster.
+--l2-flush picks the flush before each sample (suite.timing; default clean).
 """
 
 from __future__ import annotations
@@ -123,6 +130,20 @@ def write_sources(variant: Variant, op: str, root: Path) -> Path:
     return root / "kernels" / op / "csrc"
 
 
+TWIN = Variant("twin", "the shipped sources unchanged, timed last: the control for the order",
+               [])
+
+
+def planned_variants(path: Path | None, twin: bool) -> list:
+    """The variants of `path` (none without one), then the twin when asked for."""
+    variants = load_variants(path) if path is not None else []
+    if twin and any(v.name == TWIN.name for v in variants):
+        raise SuiteInputError(str(path), f"a variant is named {TWIN.name!r}, as --twin's is")
+    if not variants and not twin:
+        raise SuiteInputError("--variants", "give a variants file, or --twin alone")
+    return variants + ([TWIN] if twin else [])
+
+
 def variant_implementation(base, module, variant: Variant, ext):
     """`base` (the op's cuda implementation, whose module calls module.extension()) running
     on the variant's extension instead."""
@@ -140,7 +161,12 @@ def variant_implementation(base, module, variant: Variant, ext):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--op", required=True, help="op whose kernels/<op>/cuda.py is varied")
-    ap.add_argument("--variants", required=True, type=Path, help="TOML file of [[variant]]")
+    ap.add_argument("--variants", type=Path, help="TOML file of [[variant]]")
+    ap.add_argument("--twin", action="store_true",
+                    help="also time the shipped sources as cuda+twin, last in each case "
+                         "(the control for the order of implementations)")
+    ap.add_argument("--l2-flush", choices=("clean", "dirty", "none"), default="clean",
+                    help="L2 flush before each sample (suite.timing; default clean)")
     ap.add_argument("--profile", default="perf", help="cases of this profile (default perf)")
     ap.add_argument("--case", action="append", help="only case ids containing this (repeatable)")
     ap.add_argument("--repeats", type=int, default=3, help="determinism repeats (default 3)")
@@ -150,7 +176,7 @@ def main(argv=None) -> int:
                     help="other implementations of the op timed in the same run "
                          "(comma-separated names, e.g. liger,torch_ref)")
     a = ap.parse_args(argv)
-    variants = load_variants(a.variants)
+    variants = planned_variants(a.variants, a.twin)
 
     import importlib
 
@@ -197,7 +223,7 @@ def main(argv=None) -> int:
     if ceilings.copy_gbps is None:
         ceilings = roofline.calibrate(dev)
     env = results.environment(dev, a.profile)
-    opts = RunOptions(device=dev, golden_device=dev, repeats=a.repeats)
+    opts = RunOptions(device=dev, golden_device=dev, repeats=a.repeats, l2_flush=a.l2_flush)
     writer = results.ResultsWriter(a.output)
     for case in cases:
         for row in run_case(spec, case, impls, opts, env, ceilings):

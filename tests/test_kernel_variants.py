@@ -153,3 +153,27 @@ new = "constexpr int kWarpRows = 8;"
         msg = str(err.value)
         assert msg.startswith(f"--with: '{bad}' is not one of: ") and "torch_ref" in msg
         assert "cuda," not in msg and msg.endswith("(the other implementations of softmax)")
+
+
+def test_twin_is_the_shipped_sources_timed_last(kv, tmp_path):
+    toml = _toml(tmp_path, f'''
+[[variant]]
+name = "rows8"
+[[variant.edit]]
+file = "softmax/csrc/softmax_bwd.cu"
+old = "{OLD}"
+new = "constexpr int kWarpRows = 8;"
+''')
+    assert [v.name for v in kv.planned_variants(toml, twin=False)] == ["rows8"]
+    both = kv.planned_variants(toml, twin=True)
+    assert [v.name for v in both] == ["rows8", "twin"]  # last: after every variant
+    assert [v.name for v in kv.planned_variants(None, twin=True)] == ["twin"]
+    # the twin's sources are the shipped ones, byte for byte
+    csrc = kv.write_sources(both[1], "softmax", tmp_path / "twin")
+    for f in (ROOT / "kernels" / "softmax" / "csrc").iterdir():
+        assert (csrc / f.name).read_bytes() == f.read_bytes()
+    with pytest.raises(SuiteInputError, match="--twin alone"):
+        kv.planned_variants(None, twin=False)
+    clash = _toml(tmp_path, toml.read_text().replace('"rows8"', '"twin"'))
+    with pytest.raises(SuiteInputError, match="--twin"):
+        kv.planned_variants(clash, twin=True)
