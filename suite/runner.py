@@ -206,7 +206,7 @@ def run_item(ctx: CaseContext, impl: Implementation, env: Mapping, ceilings: Cei
                    l2_flush=opts.l2_flush)
         timing = time_call(_timed_call(spec, impl, ctx), dev, **how)
         roof = roofline(row["bytes"], row["flops"], timing.median_s, ceilings)
-        # the speed a kernel moving these bytes can be held to: a copy of them, timed alike
+        # a yardstick of the case's size: a device copy of its bytes, timed alike
         copy_s = same_bytes_copy_s(dev, row["bytes"], **how)
         frac_same = copy_s / timing.median_s if copy_s and timing.median_s else None
         row.update(timing_method=timing.method, time_samples_s=list(timing.samples_s),
