@@ -68,7 +68,9 @@ def render(rows: Iterable[dict]) -> str:
                  "(compulsory bytes / median time) over the measured copy bandwidth;\n"
                  "'same copy' of the time of a device copy of the item's bytes, timed "
                  "alike, over its median (1: as fast as copying them).")
-    flushes = sorted({r["l2_flush"] for r in rows if r.get("l2_flush")})
+    # the flush applies to CUDA timings only (CPU rows say "none" and have no such option)
+    flushes = sorted({r["l2_flush"] for r in rows
+                      if r.get("l2_flush") and r.get("timing_method") == "cuda_events"})
     if flushes:
         how = {"none": "without an L2 flush"}
         lines[-1] += ("\ntimed " + " / ".join(how.get(k, f"after a {k} L2 flush") for k in flushes)

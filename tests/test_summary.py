@@ -28,7 +28,10 @@ def test_summary_gives_geomeans_of_both_copy_fractions():
 def test_summary_names_the_l2_flush():
     rows = [_row("cuda", 0.5, 0.8), _row("cuda", 0.6, 0.9)]
     assert "flush" not in summary.render(rows)  # nothing timed says how (CPU rows: none)
-    rows = [dict(r, l2_flush=k) for r, k in zip(rows, ("clean", None))]
+    cpu = [dict(r, l2_flush="none", timing_method="perf_counter") for r in rows]
+    assert "flush" not in summary.render(cpu)  # the option does not apply on CPU
+    rows = [dict(r, l2_flush=k, timing_method="cuda_events")
+            for r, k in zip(rows, ("clean", None))]
     assert summary.render(rows).splitlines()[-1] == "timed after a clean L2 flush (--l2-flush)."
     rows[1]["l2_flush"] = "none"
     assert summary.render(rows).splitlines()[-1] == (
