@@ -48,6 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from suite.cli import L2_FLUSH_MODES  # noqa: E402
 from suite.errors import SuiteInputError, did_you_mean, run_script  # noqa: E402
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
@@ -165,7 +166,7 @@ def main(argv=None) -> int:
     ap.add_argument("--twin", action="store_true",
                     help="also time the shipped sources as cuda+twin, last in each case "
                          "(the control for the order of implementations)")
-    ap.add_argument("--l2-flush", choices=("clean", "dirty", "none"), default="clean",
+    ap.add_argument("--l2-flush", choices=L2_FLUSH_MODES, default="clean",
                     help="L2 flush before each sample (suite.timing; default clean)")
     ap.add_argument("--profile", default="perf", help="cases of this profile (default perf)")
     ap.add_argument("--case", action="append", help="only case ids containing this (repeatable)")

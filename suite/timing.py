@@ -121,12 +121,16 @@ def _time_cpu(fn: Callable[[], object], warmup: int, repeats: int,
                   l2_flush="none")
 
 
+def _kept(store: dict, index: int, make: Callable[[str], torch.Tensor]) -> torch.Tensor:
+    """store[index], made on CUDA device `index` on first use and kept."""
+    if index not in store:
+        store[index] = make(f"cuda:{index}")
+    return store[index]
+
+
 def _flush_buffer(index: int) -> torch.Tensor:
-    buf = _flush_buffers.get(index)
-    if buf is None:
-        buf = torch.zeros(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=f"cuda:{index}")
-        _flush_buffers[index] = buf
-    return buf
+    return _kept(_flush_buffers, index,
+                 lambda dev: torch.zeros(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=dev))
 
 
 def flush_l2(buf: torch.Tensor, mode: str, sink: torch.Tensor | None = None) -> None:
@@ -141,11 +145,7 @@ def flush_l2(buf: torch.Tensor, mode: str, sink: torch.Tensor | None = None) -> 
 
 
 def _flush_sink(index: int) -> torch.Tensor:
-    sink = _flush_sinks.get(index)
-    if sink is None:
-        sink = torch.zeros((), dtype=torch.int64, device=f"cuda:{index}")
-        _flush_sinks[index] = sink
-    return sink
+    return _kept(_flush_sinks, index, lambda dev: torch.zeros((), dtype=torch.int64, device=dev))
 
 
 def _spin_rate() -> float | None:

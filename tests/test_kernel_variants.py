@@ -39,6 +39,18 @@ def _toml(tmp_path, text):
     return p
 
 
+def _rows8(tmp_path):
+    """A file of one variant, `rows8`: 8 warp rows a block instead of 4."""
+    return _toml(tmp_path, f'''
+[[variant]]
+name = "rows8"
+[[variant.edit]]
+file = "softmax/csrc/softmax_bwd.cu"
+old = "{OLD}"
+new = "constexpr int kWarpRows = 8;"
+''')
+
+
 def test_edits_apply_once_to_a_copy(kv, tmp_path):
     v = kv.load_variants(_toml(tmp_path, f'''
 [[variant]]
@@ -138,14 +150,7 @@ def test_variant_files_load(kv, path):
 
 
 def test_peers_must_be_other_implementations_of_the_op(kv, tmp_path):
-    toml = _toml(tmp_path, f'''
-[[variant]]
-name = "rows8"
-[[variant.edit]]
-file = "softmax/csrc/softmax_bwd.cu"
-old = "{OLD}"
-new = "constexpr int kWarpRows = 8;"
-''')
+    toml = _rows8(tmp_path)
     # checked before any build or device: the error names the option and the op's names
     for peers, bad in (("liger,nope", "nope"), ("cuda", "cuda")):
         with pytest.raises(SuiteInputError) as err:
@@ -156,14 +161,7 @@ new = "constexpr int kWarpRows = 8;"
 
 
 def test_twin_is_the_shipped_sources_timed_last(kv, tmp_path):
-    toml = _toml(tmp_path, f'''
-[[variant]]
-name = "rows8"
-[[variant.edit]]
-file = "softmax/csrc/softmax_bwd.cu"
-old = "{OLD}"
-new = "constexpr int kWarpRows = 8;"
-''')
+    toml = _rows8(tmp_path)
     assert [v.name for v in kv.planned_variants(toml, twin=False)] == ["rows8"]
     both = kv.planned_variants(toml, twin=True)
     assert [v.name for v in both] == ["rows8", "twin"]  # last: after every variant
