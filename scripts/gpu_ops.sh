@@ -8,7 +8,7 @@
 #   SANITIZE_TOOLS (default "memcheck racecheck synccheck"), SANITIZE_IMPLS (default cuda),
 #   REPEATS (determinism repeats of the perf run, default 20), IMPLS (perf run: only these,
 #   comma-separated; default every implementation of the op), L2_FLUSH (perf run: the
-#   suite's --l2-flush, default clean)
+#   suite's --l2-flush, default clean), WARMUP_MS (perf run: --warmup-ms, default 25)
 set -uo pipefail
 export PYTHONPATH=. PYTHONUNBUFFERED=1 BWD_SUITE_CACHE="$OUT/cache"
 if ls .whl/liger_kernel-*.whl >/dev/null 2>&1; then
@@ -41,7 +41,7 @@ done
 [ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
 for op in ${OPS:-layer_norm softmax}; do
   timeout "${RUN_TIMEOUT:-200}" python3 -m suite run --profile perf --op "$op" --quiet ${IMPLS:+--impl "$IMPLS"} \
-    ${L2_FLUSH:+--l2-flush "$L2_FLUSH"} --repeats "${REPEATS:-20}" --output "$OUT/perf_$op.parquet" \
+    ${L2_FLUSH:+--l2-flush "$L2_FLUSH"} ${WARMUP_MS:+--warmup-ms "$WARMUP_MS"} --repeats "${REPEATS:-20}" --output "$OUT/perf_$op.parquet" \
     > "$OUT/run_perf_$op.log" 2>&1
   echo "perf $op exit $?"; tail -12 "$OUT/run_perf_$op.log" | cut -c1-300
 done

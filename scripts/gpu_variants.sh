@@ -9,7 +9,7 @@
 #   PROFILE (the cases' profile, default perf; gpu for correctness), PEERS (other
 #   implementations timed in the same run, e.g. liger,torch_ref), TWIN=1 (also the shipped
 #   sources as cuda+twin, timed last: the control for the order), L2_FLUSH (clean, dirty,
-#   none; default clean)
+#   none; default clean), WARMUP_MS (each timing's warm-up, suite.timing; default 25)
 set -uo pipefail
 export PYTHONPATH="${PYTHONPATH:-.}" PYTHONUNBUFFERED=1 BWD_SUITE_CACHE="${BWD_SUITE_CACHE:-$OUT/cache}"
 logs="${LOGS:-$OUT}"; mkdir -p "$logs"
@@ -20,6 +20,6 @@ for spec in "$@"; do
   name=$(basename "$file" .toml)
   timeout "${VARIANT_TIMEOUT:-300}" python3 scripts/kernel_variants.py --op "$op" \
     --variants "$file" "${case_args[@]}" --profile "${PROFILE:-perf}" --repeats "${REPEATS:-3}" \
-    ${PEERS:+--with "$PEERS"} ${TWIN:+--twin} ${L2_FLUSH:+--l2-flush "$L2_FLUSH"} --output "$logs/variants_$name.parquet" > "$logs/variants_$name.log" 2>&1
+    ${PEERS:+--with "$PEERS"} ${TWIN:+--twin} ${L2_FLUSH:+--l2-flush "$L2_FLUSH"} ${WARMUP_MS:+--warmup-ms "$WARMUP_MS"} --output "$logs/variants_$name.parquet" > "$logs/variants_$name.log" 2>&1
   echo "variants $name exit $?"; grep -v "^building" "$logs/variants_$name.log" | tail -25 | cut -c1-220
 done

@@ -48,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from suite.cli import L2_FLUSH_MODES  # noqa: E402
+from suite.cli import DEFAULT_WARMUP_MS, L2_FLUSH_MODES  # noqa: E402
 from suite.errors import SuiteInputError, did_you_mean, run_script  # noqa: E402
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
@@ -168,6 +168,8 @@ def main(argv=None) -> int:
                          "(the control for the order of implementations)")
     ap.add_argument("--l2-flush", choices=L2_FLUSH_MODES, default="clean",
                     help="L2 flush before each sample (suite.timing; default clean)")
+    ap.add_argument("--warmup-ms", type=float, default=DEFAULT_WARMUP_MS,
+                    help=f"warm-up time of each timing (suite.timing; default {DEFAULT_WARMUP_MS:g})")
     ap.add_argument("--profile", default="perf", help="cases of this profile (default perf)")
     ap.add_argument("--case", action="append", help="only case ids containing this (repeatable)")
     ap.add_argument("--repeats", type=int, default=3, help="determinism repeats (default 3)")
@@ -224,7 +226,8 @@ def main(argv=None) -> int:
     if ceilings.copy_gbps is None:
         ceilings = roofline.calibrate(dev)
     env = results.environment(dev, a.profile)
-    opts = RunOptions(device=dev, golden_device=dev, repeats=a.repeats, l2_flush=a.l2_flush)
+    opts = RunOptions(device=dev, golden_device=dev, repeats=a.repeats, l2_flush=a.l2_flush,
+                      warmup_s=a.warmup_ms / 1e3)
     writer = results.ResultsWriter(a.output)
     for case in cases:
         for row in run_case(spec, case, impls, opts, env, ceilings):

@@ -19,9 +19,10 @@ from typing import Optional
 
 from suite.errors import EXIT_BAD_INPUT, SuiteInputError
 
-# suite.timing.L2_FLUSH_MODES, repeated so that building the parser does not import torch
-# (tests/test_cli.py checks that they agree)
+# suite.timing.L2_FLUSH_MODES and DEFAULT_WARMUP_S, repeated so that building the parser
+# does not import torch (tests/test_timing.py checks that they agree)
 L2_FLUSH_MODES = ("clean", "dirty", "none")
+DEFAULT_WARMUP_MS = 25.0
 
 DEFAULT_RESULTS_DIR = Path("results")
 
@@ -67,7 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--samples", type=int, default=20, metavar="N",
                    help="timed samples per item, at most (default 20)")
     g.add_argument("--warmup", type=int, default=3, metavar="N",
-                   help="untimed calls before sampling (default 3)")
+                   help="untimed calls before sampling, at least (default 3; 0: none)")
+    g.add_argument("--warmup-ms", type=float, default=DEFAULT_WARMUP_MS, metavar="MS",
+                   help="on CUDA, more untimed calls until they have taken this long "
+                        f"(default {DEFAULT_WARMUP_MS:g}, as do_bench: the clock ramps up)")
     g.add_argument("--max-time", type=float, default=1.0, metavar="S",
                    help="stop sampling an item after this many seconds (default 1.0)")
     g.add_argument("--l2-flush", choices=L2_FLUSH_MODES, default="clean",
@@ -106,10 +110,12 @@ def _command_modules() -> dict:
             for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name)}
 
 
-def _positive(args, name: str) -> None:
+def _at_least(args, name: str, low: float, above: bool = False) -> None:
+    """Stop before anything runs when option `name` is below `low` (or not above it)."""
     value = getattr(args, name)
-    if value is not None and value < 1:
-        raise SuiteInputError(f"--{name.replace('_', '-')}", f"must be at least 1, got {value}")
+    if value is not None and (value <= low if above else value < low):
+        raise SuiteInputError(f"--{name.replace('_', '-')}",
+                              f"must be {'above' if above else 'at least'} {low:g}, got {value:g}")
 
 
 def _device(name: Optional[str], flag: str = "--device"):
@@ -229,8 +235,9 @@ def cmd_run(args) -> int:
     from suite import results, roofline, summary
     from suite.runner import RunOptions, run_case
 
-    for name in ("repeats", "samples"):
-        _positive(args, name)
+    for name, low in (("repeats", 1), ("samples", 1), ("warmup", 0), ("warmup_ms", 0)):
+        _at_least(args, name, low)
+    _at_least(args, "max_time", 0, above=True)
     dev, profile, plan = _select(args)
     golden_dev = _device(args.golden_device, "--golden-device") if args.golden_device else dev
     n_items = sum(len(c) * len(i) for _, c, i in plan)
@@ -247,7 +254,8 @@ def cmd_run(args) -> int:
     out_path = args.output or args.out / f"{env['run_id']}.parquet"
     opts = RunOptions(device=dev, golden_device=golden_dev, repeats=args.repeats,
                       timing=not args.no_timing, warmup=args.warmup, samples=args.samples,
-                      max_time_s=args.max_time, l2_flush=args.l2_flush)
+                      warmup_s=args.warmup_ms / 1e3, max_time_s=args.max_time,
+                      l2_flush=args.l2_flush)
     print(f"run {env['run_id']}: profile {profile}, {n_items} items on {dev} "
           f"({env['device_name']}), results -> {out_path}", file=sys.stderr)
     writer = results.ResultsWriter(out_path)
@@ -275,6 +283,7 @@ def cmd_run(args) -> int:
 def cmd_calibrate(args) -> int:
     from suite import roofline
 
+    _at_least(args, "size_mib", 1)
     dev = _device(args.device)
     size = args.size_mib * 2**20 if args.size_mib else None
     ceilings = roofline.calibrate(dev, size_bytes=size) if size else roofline.calibrate(dev)

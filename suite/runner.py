@@ -27,7 +27,7 @@ from suite.opspec import CaseInputs, OpSpec, call_once
 from suite.registry import Implementation
 from suite.results import params_json
 from suite.roofline import Ceilings, roofline, same_bytes_copy_s
-from suite.timing import time_call
+from suite.timing import DEFAULT_WARMUP_S, time_call
 from suite.verdicts import (Determinism, FailureKind, OutputCheck, Verdict, check_output,
                             classify_determinism, modified_inputs, normalized_error, snapshot)
 
@@ -39,6 +39,7 @@ class RunOptions:
     repeats: int = 3  # calls on the same inputs for the determinism check (first included)
     timing: bool = True
     warmup: int = 3
+    warmup_s: float = DEFAULT_WARMUP_S  # and on CUDA at least this long (suite/timing.py)
     samples: int = 20
     max_time_s: float = 1.0
     l2_flush: str = "clean"  # suite.timing.L2_FLUSH_MODES
@@ -202,7 +203,7 @@ def run_item(ctx: CaseContext, impl: Implementation, env: Mapping, ceilings: Cei
         row["verdict"] = Verdict.PASS.value
 
     if opts.timing:
-        how = dict(warmup=opts.warmup, repeats=opts.samples, max_time_s=opts.max_time_s,
+        how = dict(warmup=opts.warmup, warmup_s=opts.warmup_s, repeats=opts.samples, max_time_s=opts.max_time_s,
                    l2_flush=opts.l2_flush)
         timing = time_call(_timed_call(spec, impl, ctx), dev, **how)
         roof = roofline(row["bytes"], row["flops"], timing.median_s, ceilings)

@@ -1,5 +1,10 @@
 """Time one call (a backward pass) properly: warm-up, cold L2, device-side clocks, all samples.
 
+On CUDA the warm-up is at least `warmup` calls and at least `warmup_s` of their time (25 ms
+by default, as `triton.testing.do_bench`): the GPU's clock falls while the host prepares a
+case, and three calls of a 15 us kernel did not bring it back, so the implementation timed
+first in a case was 2% slower than the same kernel timed later (BENCHMARKS.md, 2026-11-30).
+
 On CUDA the clock is a pair of `torch.cuda.Event`s around only `fn()`; host-side timers would
 measure launch overhead and queueing instead of the kernel. Before every sample the L2 is
 flushed by a pass over a 256 MiB buffer (an H200 has 50 MiB of L2), outside the events; the
@@ -48,6 +53,7 @@ _flush_sinks: dict[int, torch.Tensor] = {}
 _SPIN_CALIBRATION_CYCLES = 200_000  # 0.1 ms at full clock
 _MIN_SPACER_S = 20e-6
 _MAX_SPACER_S = 10e-3  # a fn that synchronizes inside gains nothing from a longer spin
+DEFAULT_WARMUP_S = 0.025
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -67,7 +73,7 @@ def quantile(sorted_values: Sequence[float], q: float) -> float:
 class Timing:
     method: str  # "cuda_events" or "perf_counter"
     samples_s: tuple  # every kept sample, seconds, in the order measured
-    warmup: int  # warm-up calls made before the first sample
+    warmup: int  # warm-up calls made before the first sample (on CUDA, as warmup_s asked)
     l2_flush: str  # how the L2 was flushed before each sample: L2_FLUSH_MODES
 
     def __post_init__(self) -> None:
@@ -164,8 +170,8 @@ def _spin_rate() -> float | None:
     return _SPIN_CALIBRATION_CYCLES / (start.elapsed_time(end) / 1e3)
 
 
-def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, repeats: int,
-               max_time_s: float, l2_flush: str) -> Timing:
+def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, warmup_s: float,
+               repeats: int, max_time_s: float, l2_flush: str) -> Timing:
     index = device.index if device.index is not None else torch.cuda.current_device()
     # Events record on the current stream of the current device; make that `device`.
     with torch.cuda.device(index):
@@ -189,6 +195,16 @@ def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, repe
 
         warm = [sample(0.0) for _ in range(warmup)]
         torch.cuda.synchronize(index)
+        made = len(warm)
+        if warm and warmup_s > 0:
+            # Top the warm-up up to warmup_s, sized by its last call: the GPU's time or the
+            # host's, whichever is longer, so a host-bound fn does not loop for long.
+            (pre, _, end), host_s = warm[-1]
+            per_s = max(pre.elapsed_time(end) / 1e3, host_s, 1e-6)
+            while made < math.ceil(warmup_s / per_s):
+                warm[-1] = sample(0.0)  # only the last one sizes the spacer below
+                made += 1
+            torch.cuda.synchronize(index)
         events = []
         began = time.perf_counter()
         if not warm:
@@ -220,12 +236,14 @@ def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, repe
                 break
         torch.cuda.synchronize(index)
         samples = tuple(start.elapsed_time(end) / 1e3 for _, start, end in events)
-    return Timing(method="cuda_events", samples_s=samples, warmup=warmup, l2_flush=l2_flush)
+    return Timing(method="cuda_events", samples_s=samples, warmup=made, l2_flush=l2_flush)
 
 
 def time_call(fn: Callable[[], object], device: torch.device | str, *, warmup: int = 3,
-              repeats: int = 20, max_time_s: float = 2.0, l2_flush: str = "clean") -> Timing:
-    """Time `fn()` on `device`: `warmup` untimed calls, then up to `repeats` timed ones,
+              warmup_s: float = DEFAULT_WARMUP_S, repeats: int = 20, max_time_s: float = 2.0,
+              l2_flush: str = "clean") -> Timing:
+    """Time `fn()` on `device`: `warmup` untimed calls (on CUDA, more until they have taken
+    `warmup_s`; `warmup=0` means none at all), then up to `repeats` timed ones,
     fewer once the samples have taken more than `max_time_s` (but at least 3, or 1 when a
     single call overruns the budget), each after an L2 flush of the kind `l2_flush` names
     (CUDA only; module docstring). Every sample is kept. That `fn` does real work (no
@@ -234,6 +252,8 @@ def time_call(fn: Callable[[], object], device: torch.device | str, *, warmup: i
         raise ValueError(f"l2_flush must be one of {L2_FLUSH_MODES}, got {l2_flush!r}")
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
+    if not warmup_s >= 0:
+        raise ValueError(f"warmup_s must be >= 0, got {warmup_s}")
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     if not max_time_s > 0:
@@ -242,5 +262,5 @@ def time_call(fn: Callable[[], object], device: torch.device | str, *, warmup: i
     if device.type == "cpu":
         return _time_cpu(fn, warmup, repeats, max_time_s)
     if device.type == "cuda":
-        return _time_cuda(fn, device, warmup, repeats, max_time_s, l2_flush)
+        return _time_cuda(fn, device, warmup, warmup_s, repeats, max_time_s, l2_flush)
     raise ValueError(f"cannot time on device type {device.type!r}; expected cpu or cuda")

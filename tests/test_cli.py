@@ -31,12 +31,20 @@ def _one_line_error(capsys, *needles):
     (["run", "--device", "cuda:7"] if not __import__("torch").cuda.is_available()
      else ["run", "--device", "bogus"], ["--device"]),
     (["run", "--repeats", "0"], ["--repeats", "at least 1"]),
+    (["run", "--warmup", "-1"], ["--warmup", "at least 0, got -1"]),
+    (["run", "--warmup-ms", "-0.5"], ["--warmup-ms", "at least 0, got -0.5"]),
+    (["run", "--max-time", "0"], ["--max-time", "above 0, got 0"]),
     (["run", "--case", "no-such-case-id"], ["no cases"]),
 ])
 def test_bad_names_exit_2_with_one_line(argv, needles, capsys, tmp_path):
     assert main(argv + ["--out", str(tmp_path)]) == 2
     _one_line_error(capsys, *needles)
     assert not list(tmp_path.iterdir()), "nothing may run or be written"
+
+
+def test_calibrate_rejects_an_empty_copy(capsys):
+    assert main(["calibrate", "--size-mib", "0", "--device", "cpu"]) == 2
+    _one_line_error(capsys, "--size-mib", "at least 1, got 0")
 
 
 def test_malformed_case_file_names_file_and_key(capsys, tmp_path):

@@ -98,7 +98,8 @@ def test_repeats_below_three_is_the_bound():
     assert len(t.samples_s) == 2
 
 
-@pytest.mark.parametrize("kwargs", [dict(repeats=0), dict(warmup=-1), dict(max_time_s=0)])
+@pytest.mark.parametrize("kwargs", [dict(repeats=0), dict(warmup=-1), dict(max_time_s=0),
+                                    dict(warmup_s=-0.001)])
 def test_bad_arguments(kwargs):
     with pytest.raises(ValueError):
         time_call(lambda: None, "cpu", **kwargs)
@@ -127,10 +128,11 @@ def test_clean_flush_reads_the_buffer_and_dirty_flush_writes_it():
         timing.flush_l2(buf, "read")
 
 
-def test_cli_flush_choices_are_the_timing_modes():
+def test_cli_constants_are_the_timing_ones():
     from suite import cli
 
     assert cli.L2_FLUSH_MODES == timing.L2_FLUSH_MODES
+    assert cli.DEFAULT_WARMUP_MS / 1e3 == timing.DEFAULT_WARMUP_S
 
 
 def test_unknown_device_type():
@@ -207,6 +209,32 @@ def test_cuda_times_gpu_work_not_launch_gaps():
     for flush in ("none", "clean", "dirty"):
         t = time_call(fn, "cuda", l2_flush=flush)
         assert t.median_s < 0.7 * host_s, (flush, t.median_s, host_s)
+
+
+def test_cpu_warmup_is_counted_not_timed():
+    # warmup_s is for the GPU's clock; on CPU the warm-up is the count asked for.
+    calls = []
+    t = time_call(lambda: calls.append(1), "cpu", warmup=2, warmup_s=10.0, repeats=4)
+    assert t.warmup == 2 and len(calls) == 6
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_warmup_lasts_warmup_s():
+    x = torch.randn(64 * 2**20, device="cuda")  # 256 MiB each way: ~0.1 ms a call
+    calls = []
+
+    def fn():
+        calls.append(1)
+        x.mul_(1.0)
+
+    t = time_call(fn, "cuda", warmup=2, warmup_s=0.02, repeats=10, l2_flush="none")
+    assert len(calls) == t.warmup + len(t.samples_s)
+    # The warm-up ran for about warmup_s (each call as long as a sample), not 2 calls.
+    assert 0.5 * 0.02 <= t.warmup * t.median_s <= 3 * 0.02, (t.warmup, t.median_s)
+    for warmup, warmup_s, made in ((0, 0.02, 0), (3, 0.0, 3)):  # none at all; the count only
+        calls.clear()
+        t = time_call(fn, "cuda", warmup=warmup, warmup_s=warmup_s, repeats=5, l2_flush="none")
+        assert t.warmup == made and len(calls) == made + len(t.samples_s)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
