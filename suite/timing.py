@@ -7,11 +7,18 @@ first in a case was 2% slower than the same kernel timed later (BENCHMARKS.md, 2
 
 On CUDA the clock is a pair of `torch.cuda.Event`s around only `fn()`; host-side timers would
 measure launch overhead and queueing instead of the kernel. Before every sample the L2 is
-flushed by a pass over a 256 MiB buffer (an H200 has 50 MiB of L2), outside the events; the
-GPU then spins long enough for the host to launch all of fn() before the start event runs,
-so the events time GPU work, not launch gaps. The samples' events are read after one
+flushed by a pass over a 256 MiB buffer (an H200 has 50 MiB of L2), outside the events. One
+spin (`torch.cuda._sleep`, as nvbench's blocking kernel) holds the GPU while the host
+enqueues every sample; the GPU then runs them back to back, each fn() right after its
+flush, so the events time GPU work, not launch gaps, and every implementation's fn() starts
+in the same state whatever its host cost. The samples' events are read after one
 synchronize at the end (with no warm-up, also after the first sample, which then sizes the
 time budget).
+
+Why the hold, measured on an H200 (BENCHMARKS.md, 2026-11-30 eleventh session): until then
+the GPU spun before each sample's fn() for twice the host time of a call, which differs by
+implementation; the same kernel then timed 2.5% slower after Liger's timing than before it
+(softmax 8192x1024 fp32, 25.9 against 25.3 us, in 6 of 6 pairs), and with the hold did not.
 
 The flush (`l2_flush`):
 - "clean" (the default) reads the buffer: the case's lines are evicted, and the lines left
@@ -48,11 +55,15 @@ MIN_SAMPLES = 3
 _flush_buffers: dict[int, torch.Tensor] = {}
 # The clean flush's sum lands here (one per device index): no allocation per sample.
 _flush_sinks: dict[int, torch.Tensor] = {}
-# Between samples the GPU spins (torch.cuda._sleep) for about twice the host time of one
-# iteration, so the host has launched fn() before the start event runs.
 _SPIN_CALIBRATION_CYCLES = 200_000  # 0.1 ms at full clock
-_MIN_SPACER_S = 20e-6
-_MAX_SPACER_S = 10e-3  # a fn that synchronizes inside gains nothing from a longer spin
+# The hold lasts _HOLD_MARGIN times the host's time to enqueue the samples (estimated from
+# the last warm-up call) plus _HOLD_BASE_S; where the host still outran it, the samples
+# are taken again behind a hold _HOLD_RETRY_FACTOR times longer (once). A fn that
+# synchronizes inside cannot be enqueued ahead: _MAX_HOLD_S bounds what that wastes.
+_HOLD_MARGIN = 4
+_HOLD_BASE_S = 1e-3
+_HOLD_RETRY_FACTOR = 4
+_MAX_HOLD_S = 0.25
 DEFAULT_WARMUP_S = 0.025
 
 
@@ -177,23 +188,19 @@ def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, warm
     with torch.cuda.device(index):
         buf = _flush_buffer(index) if l2_flush != "none" else None
         sink = _flush_sink(index) if l2_flush == "clean" else None
-        rate = None  # spin cycles per second, once warm
 
-        def sample(spacer_s: float):
+        def sample():
             pre, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
             t0 = time.perf_counter()
             pre.record()
-            # Flush and spacer lie outside start..end: only fn() is timed.
-            if buf is not None:
+            if buf is not None:  # outside start..end: only fn() is timed
                 flush_l2(buf, l2_flush, sink)
-            if rate and spacer_s > 0:
-                torch.cuda._sleep(int(spacer_s * rate))
             start.record()
             fn()
             end.record()
             return (pre, start, end), time.perf_counter() - t0
 
-        warm = [sample(0.0) for _ in range(warmup)]
+        warm = [sample() for _ in range(warmup)]
         torch.cuda.synchronize(index)
         made = len(warm)
         if warm and warmup_s > 0:
@@ -202,40 +209,53 @@ def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, warm
             (pre, _, end), host_s = warm[-1]
             per_s = max(pre.elapsed_time(end) / 1e3, host_s, 1e-6)
             while made < math.ceil(warmup_s / per_s):
-                warm[-1] = sample(0.0)  # only the last one sizes the spacer below
+                warm[-1] = sample()  # only the last one is the estimate below
                 made += 1
             torch.cuda.synchronize(index)
-        events = []
-        began = time.perf_counter()
+        first = []
         if not warm:
             # Nothing to learn from: the first sample, kept, is the estimate.
-            first = sample(0.0)
+            warm = first = [sample()]
             torch.cuda.synchronize(index)
-            events.append(first[0])
-            warm = [first]
         rate = _spin_rate()
 
         # The last warm-up call is the estimate: the first may include compilation or
         # autotuning. The host runs ahead of the GPU, so a host clock cannot size the budget.
         (pre, start, end), host_s = warm[-1]
-        # Without the spacer the GPU idles while the host launches fn(), and the events
-        # would time launch overhead (seen on an H200: 23 us for a 4.5 us kernel unflushed).
-        spacer_s = min(max(2 * host_s, _MIN_SPACER_S), _MAX_SPACER_S)
-        iter_s = pre.elapsed_time(end) / 1e3 + spacer_s
+        iter_s = pre.elapsed_time(end) / 1e3
         call_s = start.elapsed_time(end) / 1e3
-        planned = repeats
+        planned = repeats - len(first)
         if iter_s * repeats > max_time_s:
             planned = max(_min_samples(repeats, call_s, max_time_s),
-                          min(repeats, math.floor(max_time_s / iter_s)))
+                          min(repeats, math.floor(max_time_s / iter_s))) - len(first)
 
-        while len(events) < planned:
-            events.append(sample(spacer_s)[0])
-            # Backstop for a host-bound fn: the samples take at least as long as the host
-            # took to enqueue them.
-            if time.perf_counter() - began > max_time_s and len(events) >= MIN_SAMPLES:
-                break
+        def held_samples(hold_s: float):
+            """`planned` samples behind a spin of hold_s, and whether the spin ended before
+            the host had enqueued them all (the GPU may then have waited for a launch)."""
+            held = None
+            if rate:
+                torch.cuda._sleep(int(hold_s * rate))
+                held = torch.cuda.Event()
+                held.record()
+            began = time.perf_counter()
+            events = []
+            while len(events) < planned:
+                events.append(sample()[0])
+                # Backstop for a host-bound fn: the samples take at least as long as the
+                # host took to enqueue them.
+                if (time.perf_counter() - began > max_time_s
+                        and len(events) + len(first) >= MIN_SAMPLES):
+                    break
+            return events, held is not None and held.query()
+
+        hold_s = min(_HOLD_MARGIN * planned * host_s + _HOLD_BASE_S, _MAX_HOLD_S)
+        events, outrun = held_samples(hold_s) if planned > 0 else ([], False)
+        if outrun:
+            torch.cuda.synchronize(index)
+            events, _ = held_samples(min(hold_s * _HOLD_RETRY_FACTOR, _MAX_HOLD_S))
         torch.cuda.synchronize(index)
-        samples = tuple(start.elapsed_time(end) / 1e3 for _, start, end in events)
+        samples = tuple(start.elapsed_time(end) / 1e3
+                        for _, start, end in [f[0] for f in first] + events)
     return Timing(method="cuda_events", samples_s=samples, warmup=made, l2_flush=l2_flush)
 
 

@@ -238,6 +238,28 @@ def test_cuda_warmup_lasts_warmup_s():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_hold_outrun_by_the_host_takes_the_samples_again(monkeypatch):
+    # A fn whose host time (1 ms) dwarfs its GPU time. Behind the hold sized from the
+    # warm-up every sample is taken once; behind a hold of 1 us the host outruns it, and
+    # the samples are taken again behind a longer one.
+    x = torch.ones(16, device="cuda")
+    calls = []
+
+    def fn():
+        calls.append(1)
+        time.sleep(1e-3)
+        x.add_(1.0)
+
+    t = time_call(fn, "cuda", warmup=2, warmup_s=0, repeats=5, l2_flush="none")
+    assert len(calls) == 2 + 5 and t.median_s < 0.5e-3
+    monkeypatch.setattr(timing, "_HOLD_MARGIN", 0)
+    monkeypatch.setattr(timing, "_HOLD_BASE_S", 1e-6)
+    calls.clear()
+    t = time_call(fn, "cuda", warmup=2, warmup_s=0, repeats=5, l2_flush="none")
+    assert len(calls) == 2 + 5 + 5 and len(t.samples_s) == 5
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_max_time_limits_samples():
     a = torch.randn(4096, 4096, device="cuda")
     fn = lambda: [a @ a for _ in range(20)]  # noqa: E731  tens of ms
