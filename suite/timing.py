@@ -1,10 +1,5 @@
 """Time one call (a backward pass) properly: warm-up, cold L2, device-side clocks, all samples.
 
-On CUDA the warm-up is at least `warmup` calls and at least `warmup_s` of their time (25 ms
-by default, as `triton.testing.do_bench`): the GPU's clock falls while the host prepares a
-case, and three calls of a 15 us kernel did not bring it back, so the implementation timed
-first in a case was 2% slower than the same kernel timed later (BENCHMARKS.md, 2026-11-30).
-
 On CUDA the clock is a pair of `torch.cuda.Event`s around only `fn()`; host-side timers would
 measure launch overhead and queueing instead of the kernel. Before every sample the L2 is
 flushed by a pass over a 256 MiB buffer (an H200 has 50 MiB of L2), outside the events. One
@@ -15,10 +10,15 @@ in the same state whatever its host cost. The samples' events are read after one
 synchronize at the end (with no warm-up, also after the first sample, which then sizes the
 time budget).
 
-Why the hold, measured on an H200 (BENCHMARKS.md, 2026-11-30 eleventh session): until then
-the GPU spun before each sample's fn() for twice the host time of a call, which differs by
-implementation; the same kernel then timed 2.5% slower after Liger's timing than before it
-(softmax 8192x1024 fp32, 25.9 against 25.3 us, in 6 of 6 pairs), and with the hold did not.
+Both measured on an H200 (BENCHMARKS.md, 2026-11-30 eleventh session):
+- The warm-up is at least `warmup` calls and, on CUDA, at least `warmup_s` of their time
+  (25 ms by default, as `triton.testing.do_bench`). With 3 calls alone, the implementation
+  timed first in a case was 2-5% slower at the 15-25 us cases than the same kernel timed
+  last; with 25 ms it was not. The cause was not found.
+- The hold replaced a spin before each sample of twice the host time of a call, which
+  differs by implementation: the same kernel then timed 2.5% slower after Liger's timing
+  than before it (softmax 8192x1024 fp32, 25.9 against 25.3 us, 6 of 6 pairs), and with
+  the hold the order moved an implementation's mean by at most 0.8%.
 
 The flush (`l2_flush`):
 - "clean" (the default) reads the buffer: the case's lines are evicted, and the lines left

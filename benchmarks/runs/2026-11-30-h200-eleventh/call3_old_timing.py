@@ -1,0 +1,266 @@
+"""Time one call (a backward pass) properly: warm-up, cold L2, device-side clocks, all samples.
+
+On CUDA the warm-up is at least `warmup` calls and at least `warmup_s` of their time (25 ms
+by default, as `triton.testing.do_bench`): the GPU's clock falls while the host prepares a
+case, and three calls of a 15 us kernel did not bring it back, so the implementation timed
+first in a case was 2% slower than the same kernel timed later (BENCHMARKS.md, 2026-11-30).
+
+On CUDA the clock is a pair of `torch.cuda.Event`s around only `fn()`; host-side timers would
+measure launch overhead and queueing instead of the kernel. Before every sample the L2 is
+flushed by a pass over a 256 MiB buffer (an H200 has 50 MiB of L2), outside the events; the
+GPU then spins long enough for the host to launch all of fn() before the start event runs,
+so the events time GPU work, not launch gaps. The samples' events are read after one
+synchronize at the end (with no warm-up, also after the first sample, which then sizes the
+time budget).
+
+The flush (`l2_flush`):
+- "clean" (the default) reads the buffer: the case's lines are evicted, and the lines left
+  in the L2 are clean, so the timed call writes back only its own data.
+- "dirty" zeroes it, as `triton.testing.do_bench` does (nvbench's memset likewise): the case
+  is as cold, but the L2 is left full of the flush's dirty lines, which the timed call
+  writes back as it evicts them. On an H200 that added 3.6 us to a copy of 201 MB (51.8
+  against 48.2 us) and 5.2 us to the softmax backward at 4096x8192 bf16 (BENCHMARKS.md,
+  2026-11-30 tenth session): a cost set by the L2's size, not by the work timed.
+- "none": no flush (data of the previous sample may still be cached).
+
+On CPU the clock is `time.perf_counter` around each call, with no flush ("none").
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+L2_FLUSH_BYTES = 256 * 1024 * 1024
+L2_FLUSH_MODES = ("clean", "dirty", "none")
+# torch.utils.benchmark warns when the interquartile range exceeds this share of the median.
+NOISY_IQR_RATIO = 0.10
+# Fewer samples than this make the median and IQR meaningless, unless one call alone
+# overruns the time budget.
+MIN_SAMPLES = 3
+
+# One flush buffer per CUDA device index, allocated on first use and kept: reallocating
+# 256 MiB per call would put allocator work next to the timed region.
+_flush_buffers: dict[int, torch.Tensor] = {}
+# The clean flush's sum lands here (one per device index): no allocation per sample.
+_flush_sinks: dict[int, torch.Tensor] = {}
+# Between samples the GPU spins (torch.cuda._sleep) for about twice the host time of one
+# iteration, so the host has launched fn() before the start event runs.
+_SPIN_CALIBRATION_CYCLES = 200_000  # 0.1 ms at full clock
+_MIN_SPACER_S = 20e-6
+_MAX_SPACER_S = 10e-3  # a fn that synchronizes inside gains nothing from a longer spin
+DEFAULT_WARMUP_S = 0.025
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """The q-quantile of already sorted values, interpolating linearly between the two
+    nearest ranks (numpy.percentile's default, "linear")."""
+    if not sorted_values:
+        raise ValueError("quantile of no values")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q must lie in [0, 1], got {q}")
+    pos = q * (len(sorted_values) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Timing:
+    method: str  # "cuda_events" or "perf_counter"
+    samples_s: tuple  # every kept sample, seconds, in the order measured
+    warmup: int  # warm-up calls made before the first sample (on CUDA, as warmup_s asked)
+    l2_flush: str  # how the L2 was flushed before each sample: L2_FLUSH_MODES
+
+    def __post_init__(self) -> None:
+        if not self.samples_s:
+            raise ValueError("a Timing needs at least one sample")
+        if self.l2_flush not in L2_FLUSH_MODES:
+            raise ValueError(f"l2_flush must be one of {L2_FLUSH_MODES}, got {self.l2_flush!r}")
+        object.__setattr__(self, "samples_s", tuple(float(s) for s in self.samples_s))
+
+    @property
+    def _sorted(self) -> list[float]:
+        return sorted(self.samples_s)
+
+    @property
+    def median_s(self) -> float:
+        return quantile(self._sorted, 0.5)
+
+    @property
+    def iqr_s(self) -> float:
+        s = self._sorted
+        return quantile(s, 0.75) - quantile(s, 0.25)
+
+    @property
+    def min_s(self) -> float:
+        return min(self.samples_s)
+
+    @property
+    def noisy(self) -> bool:
+        # Multiplied out rather than divided, so a zero median does not raise.
+        return self.iqr_s > NOISY_IQR_RATIO * self.median_s
+
+
+def _min_samples(repeats: int, call_s: float, max_time_s: float) -> int:
+    return min(repeats, 1 if call_s > max_time_s else MIN_SAMPLES)
+
+
+def _time_cpu(fn: Callable[[], object], warmup: int, repeats: int,
+              max_time_s: float) -> Timing:
+    for _ in range(warmup):
+        fn()
+    samples: list[float] = []
+    began = time.perf_counter()
+    while len(samples) < repeats:
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+        spent = time.perf_counter() - began
+        if spent > max_time_s and len(samples) >= _min_samples(repeats, samples[0], max_time_s):
+            break
+    return Timing(method="perf_counter", samples_s=tuple(samples), warmup=warmup,
+                  l2_flush="none")
+
+
+def _kept(store: dict, index: int, make: Callable[[str], torch.Tensor]) -> torch.Tensor:
+    """store[index], made on CUDA device `index` on first use and kept."""
+    if index not in store:
+        store[index] = make(f"cuda:{index}")
+    return store[index]
+
+
+def _flush_buffer(index: int) -> torch.Tensor:
+    return _kept(_flush_buffers, index,
+                 lambda dev: torch.zeros(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=dev))
+
+
+def flush_l2(buf: torch.Tensor, mode: str, sink: torch.Tensor | None = None) -> None:
+    """One pass over `buf` as `mode` asks (module docstring): "clean" sums it into `sink`
+    (a 0-d int64 tensor on buf's device; buf is left as it was), "dirty" zeroes it."""
+    if mode == "clean":
+        torch.sum(buf, dim=0, out=sink)
+    elif mode == "dirty":
+        buf.zero_()
+    elif mode != "none":
+        raise ValueError(f"l2_flush must be one of {L2_FLUSH_MODES}, got {mode!r}")
+
+
+def _flush_sink(index: int) -> torch.Tensor:
+    return _kept(_flush_sinks, index, lambda dev: torch.zeros((), dtype=torch.int64, device=dev))
+
+
+def _spin_rate() -> float | None:
+    """Cycles per second of torch.cuda._sleep on the current device, None where torch lacks
+    it. The spin counts cycles and the clock changes with load (an idle H200 runs at 345 MHz,
+    a busy one near 1980), so this is measured in every call, after the warm-up."""
+    if not hasattr(torch.cuda, "_sleep"):
+        return None
+    torch.cuda._sleep(1000)  # the first launch may load the kernel; keep it untimed
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(_SPIN_CALIBRATION_CYCLES)
+    end.record()
+    end.synchronize()
+    return _SPIN_CALIBRATION_CYCLES / (start.elapsed_time(end) / 1e3)
+
+
+def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, warmup_s: float,
+               repeats: int, max_time_s: float, l2_flush: str) -> Timing:
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    # Events record on the current stream of the current device; make that `device`.
+    with torch.cuda.device(index):
+        buf = _flush_buffer(index) if l2_flush != "none" else None
+        sink = _flush_sink(index) if l2_flush == "clean" else None
+        rate = None  # spin cycles per second, once warm
+
+        def sample(spacer_s: float):
+            pre, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+            t0 = time.perf_counter()
+            pre.record()
+            # Flush and spacer lie outside start..end: only fn() is timed.
+            if buf is not None:
+                flush_l2(buf, l2_flush, sink)
+            if rate and spacer_s > 0:
+                torch.cuda._sleep(int(spacer_s * rate))
+            start.record()
+            fn()
+            end.record()
+            return (pre, start, end), time.perf_counter() - t0
+
+        warm = [sample(0.0) for _ in range(warmup)]
+        torch.cuda.synchronize(index)
+        made = len(warm)
+        if warm and warmup_s > 0:
+            # Top the warm-up up to warmup_s, sized by its last call: the GPU's time or the
+            # host's, whichever is longer, so a host-bound fn does not loop for long.
+            (pre, _, end), host_s = warm[-1]
+            per_s = max(pre.elapsed_time(end) / 1e3, host_s, 1e-6)
+            while made < math.ceil(warmup_s / per_s):
+                warm[-1] = sample(0.0)  # only the last one sizes the spacer below
+                made += 1
+            torch.cuda.synchronize(index)
+        events = []
+        began = time.perf_counter()
+        if not warm:
+            # Nothing to learn from: the first sample, kept, is the estimate.
+            first = sample(0.0)
+            torch.cuda.synchronize(index)
+            events.append(first[0])
+            warm = [first]
+        rate = _spin_rate()
+
+        # The last warm-up call is the estimate: the first may include compilation or
+        # autotuning. The host runs ahead of the GPU, so a host clock cannot size the budget.
+        (pre, start, end), host_s = warm[-1]
+        # Without the spacer the GPU idles while the host launches fn(), and the events
+        # would time launch overhead (seen on an H200: 23 us for a 4.5 us kernel unflushed).
+        spacer_s = min(max(2 * host_s, _MIN_SPACER_S), _MAX_SPACER_S)
+        iter_s = pre.elapsed_time(end) / 1e3 + spacer_s
+        call_s = start.elapsed_time(end) / 1e3
+        planned = repeats
+        if iter_s * repeats > max_time_s:
+            planned = max(_min_samples(repeats, call_s, max_time_s),
+                          min(repeats, math.floor(max_time_s / iter_s)))
+
+        while len(events) < planned:
+            events.append(sample(spacer_s)[0])
+            # Backstop for a host-bound fn: the samples take at least as long as the host
+            # took to enqueue them.
+            if time.perf_counter() - began > max_time_s and len(events) >= MIN_SAMPLES:
+                break
+        torch.cuda.synchronize(index)
+        samples = tuple(start.elapsed_time(end) / 1e3 for _, start, end in events)
+    return Timing(method="cuda_events", samples_s=samples, warmup=made, l2_flush=l2_flush)
+
+
+def time_call(fn: Callable[[], object], device: torch.device | str, *, warmup: int = 3,
+              warmup_s: float = DEFAULT_WARMUP_S, repeats: int = 20, max_time_s: float = 2.0,
+              l2_flush: str = "clean") -> Timing:
+    """Time `fn()` on `device`: `warmup` untimed calls (on CUDA, more until they have taken
+    `warmup_s`; `warmup=0` means none at all), then up to `repeats` timed ones,
+    fewer once the samples have taken more than `max_time_s` (but at least 3, or 1 when a
+    single call overruns the budget), each after an L2 flush of the kind `l2_flush` names
+    (CUDA only; module docstring). Every sample is kept. That `fn` does real work (no
+    all-zero inputs, no skipped kernels) is the caller's job."""
+    if l2_flush not in L2_FLUSH_MODES:
+        raise ValueError(f"l2_flush must be one of {L2_FLUSH_MODES}, got {l2_flush!r}")
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    if not warmup_s >= 0:
+        raise ValueError(f"warmup_s must be >= 0, got {warmup_s}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if not max_time_s > 0:
+        raise ValueError(f"max_time_s must be > 0, got {max_time_s}")
+    device = torch.device(device)
+    if device.type == "cpu":
+        return _time_cpu(fn, warmup, repeats, max_time_s)
+    if device.type == "cuda":
+        return _time_cuda(fn, device, warmup, warmup_s, repeats, max_time_s, l2_flush)
+    raise ValueError(f"cannot time on device type {device.type!r}; expected cpu or cuda")
