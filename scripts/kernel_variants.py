@@ -169,7 +169,8 @@ def main(argv=None) -> int:
     ap.add_argument("--l2-flush", choices=L2_FLUSH_MODES, default="clean",
                     help="L2 flush before each sample (suite.timing; default clean)")
     ap.add_argument("--warmup-ms", type=float, default=DEFAULT_WARMUP_MS,
-                    help=f"warm-up time of each timing (suite.timing; default {DEFAULT_WARMUP_MS:g})")
+                    help="warm-up time of each timing, ms (suite.timing; default "
+                         f"{DEFAULT_WARMUP_MS:g})")
     ap.add_argument("--profile", default="perf", help="cases of this profile (default perf)")
     ap.add_argument("--case", action="append", help="only case ids containing this (repeatable)")
     ap.add_argument("--repeats", type=int, default=3, help="determinism repeats (default 3)")

@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="untimed calls before sampling, at least (default 3; 0: none)")
     g.add_argument("--warmup-ms", type=float, default=DEFAULT_WARMUP_MS, metavar="MS",
                    help="on CUDA, more untimed calls until they have taken this long "
-                        f"(default {DEFAULT_WARMUP_MS:g}, as do_bench: the clock ramps up)")
+                        f"(default {DEFAULT_WARMUP_MS:g}, as triton's do_bench)")
     g.add_argument("--max-time", type=float, default=1.0, metavar="S",
                    help="stop sampling an item after this many seconds (default 1.0)")
     g.add_argument("--l2-flush", choices=L2_FLUSH_MODES, default="clean",

@@ -203,8 +203,8 @@ def run_item(ctx: CaseContext, impl: Implementation, env: Mapping, ceilings: Cei
         row["verdict"] = Verdict.PASS.value
 
     if opts.timing:
-        how = dict(warmup=opts.warmup, warmup_s=opts.warmup_s, repeats=opts.samples, max_time_s=opts.max_time_s,
-                   l2_flush=opts.l2_flush)
+        how = dict(warmup=opts.warmup, warmup_s=opts.warmup_s, repeats=opts.samples,
+                   max_time_s=opts.max_time_s, l2_flush=opts.l2_flush)
         timing = time_call(_timed_call(spec, impl, ctx), dev, **how)
         roof = roofline(row["bytes"], row["flops"], timing.median_s, ceilings)
         # a yardstick of the case's size: a device copy of its bytes, timed alike

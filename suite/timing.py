@@ -233,7 +233,7 @@ def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, warm
             """`planned` samples behind a spin of hold_s, and whether the spin ended before
             the host had enqueued them all (the GPU may then have waited for a launch)."""
             held = None
-            if rate:
+            if rate:  # (a torch without _sleep: no hold, the GPU may wait for launches)
                 torch.cuda._sleep(int(hold_s * rate))
                 held = torch.cuda.Event()
                 held.record()
