@@ -14,7 +14,7 @@ ENV_FIELDS = (  # (column, label)
     ("run_id", "run"), ("run_started", "started"), ("git_commit", "commit"), ("host", "host"),
     ("device", "device"), ("device_name", "device name"), ("driver", "driver"),
     ("torch_version", "torch"), ("cuda_version", "CUDA"), ("python_version", "Python"),
-    ("profile", "profile"), ("l2_flush", "L2 flush"),
+    ("profile", "profile"), ("l2_flush", "L2 flush"), ("timing_pacing", "GPU pacing"),
 )
 DETERMINISM = ("bitwise", "nondeterministic", "fail", "not_checked")  # Determinism values
 
@@ -48,8 +48,8 @@ class Summary:
 
 
 def _run_value(col: pd.Series) -> str:
-    """A run-level column's value: its distinct values, nulls left out (l2_flush is null on
-    untimed rows; the others hold one value a run)."""
+    """A run-level column's value: its distinct values, nulls left out (l2_flush and
+    timing_pacing are null on untimed rows; the others hold one value a run)."""
     return ", ".join(sorted(map(str, col.dropna().unique())))
 
 

@@ -28,7 +28,8 @@ BAD_VERDICTS = frozenset({"fail", "error"})
 # exact null distribution of U up to this n1*n2 (cached per size pair), else normal
 EXACT_MAX_CELLS = 2500
 # run-level columns whose difference makes timings suspect (not the host: CI runners change)
-ENV_COLUMNS = ("device_name", "driver", "torch_version", "cuda_version", "l2_flush")
+ENV_COLUMNS = ("device_name", "driver", "torch_version", "cuda_version", "l2_flush",
+               "timing_pacing")
 
 
 # -- Mann-Whitney U ----------------------------------------------------------------------

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from suite.errors import SuiteInputError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 OUTPUT_STRUCT = pa.struct([
     ("name", pa.string()), ("tol_class", pa.string()), ("numel", pa.int64()),
@@ -70,8 +70,9 @@ SCHEMA = pa.schema([
     # timing
     ("timing_method", pa.string()), ("time_samples_s", pa.list_(pa.float64())),
     ("time_median_s", pa.float64()), ("time_iqr_s", pa.float64()),
-    # l2_flush: "clean", "dirty" or "none" (suite.timing; a boolean before version 4)
-    ("time_warmup", pa.int32()), ("l2_flush", pa.string()),
+    # l2_flush: "clean", "dirty" or "none" (suite.timing; a boolean before version 4);
+    # timing_pacing: how the GPU was kept ahead of the host (version 5), null off CUDA
+    ("time_warmup", pa.int32()), ("l2_flush", pa.string()), ("timing_pacing", pa.string()),
     # roofline
     ("bytes", pa.int64()), ("flops", pa.int64()), ("gbps", pa.float64()),
     ("copy_gbps", pa.float64()), ("frac_copy_bw", pa.float64()),
@@ -208,8 +209,16 @@ def _v3_to_v4(table: pa.Table) -> pa.Table:
     return table.set_column(i, SCHEMA.field("l2_flush"), pa.array(kinds, pa.string()))
 
 
+def _v4_to_v5(table: pa.Table) -> pa.Table:
+    """Version 5 names the pacing of CUDA samples: up to version 4 the GPU spun before each
+    sample for twice the host time of a call ("spacer"), with a warm-up of calls only."""
+    method = table.column("timing_method").to_pylist()
+    pacing = ["spacer" if m == "cuda_events" else None for m in method]
+    return table.append_column(SCHEMA.field("timing_pacing"), pa.array(pacing, pa.string()))
+
+
 # version N -> the step that turns a version-N table into version N+1
-_MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+_MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
 
 
 def read_table(path: Path) -> pa.Table:

@@ -116,7 +116,8 @@ def _base_row(env: Mapping, case: Case, impl: Implementation, spec: OpSpec) -> d
                 verdict=None, failure_kind=None, reason="", outputs=[],
                 determinism=Determinism.NOT_CHECKED.value, det_repeats=0, det_spread=None,
                 timing_method=None, time_samples_s=[], time_median_s=None, time_iqr_s=None,
-                time_warmup=None, l2_flush=None, bytes=spec.bytes(p), flops=spec.flops(p),
+                time_warmup=None, l2_flush=None, timing_pacing=None, bytes=spec.bytes(p),
+                flops=spec.flops(p),
                 gbps=None, copy_gbps=None, frac_copy_bw=None, same_copy_s=None,
                 frac_same_copy=None, arith_intensity=None,
                 bound=None, peak_mem_bytes=None, duration_s=None, **empty_row_fields())
@@ -212,7 +213,8 @@ def run_item(ctx: CaseContext, impl: Implementation, env: Mapping, ceilings: Cei
         frac_same = copy_s / timing.median_s if copy_s and timing.median_s else None
         row.update(timing_method=timing.method, time_samples_s=list(timing.samples_s),
                    time_median_s=timing.median_s, time_iqr_s=timing.iqr_s,
-                   time_warmup=timing.warmup, l2_flush=timing.l2_flush, gbps=roof.gbps,
+                   time_warmup=timing.warmup, l2_flush=timing.l2_flush,
+                   timing_pacing=timing.pacing, gbps=roof.gbps,
                    copy_gbps=ceilings.copy_gbps, frac_copy_bw=roof.frac_copy_bw,
                    same_copy_s=copy_s, frac_same_copy=frac_same,
                    arith_intensity=roof.arith_intensity, bound=roof.bound)

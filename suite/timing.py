@@ -60,6 +60,7 @@ _SPIN_CALIBRATION_CYCLES = 200_000  # 0.1 ms at full clock
 # the last warm-up call) plus _HOLD_BASE_S; where the host still outran it, the samples
 # are taken again behind a hold _HOLD_RETRY_FACTOR times longer (once). A fn that
 # synchronizes inside cannot be enqueued ahead: _MAX_HOLD_S bounds what that wastes.
+CUDA_PACING = "hold"  # recorded per row (results' timing_pacing); "spacer" before it
 _HOLD_MARGIN = 4
 _HOLD_BASE_S = 1e-3
 _HOLD_RETRY_FACTOR = 4
@@ -86,6 +87,7 @@ class Timing:
     samples_s: tuple  # every kept sample, seconds, in the order measured
     warmup: int  # warm-up calls made before the first sample (on CUDA, as warmup_s asked)
     l2_flush: str  # how the L2 was flushed before each sample: L2_FLUSH_MODES
+    pacing: str | None = None  # CUDA: how the GPU was kept ahead of the host (CUDA_PACING)
 
     def __post_init__(self) -> None:
         if not self.samples_s:
@@ -256,7 +258,8 @@ def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, warm
         torch.cuda.synchronize(index)
         samples = tuple(start.elapsed_time(end) / 1e3
                         for _, start, end in [f[0] for f in first] + events)
-    return Timing(method="cuda_events", samples_s=samples, warmup=made, l2_flush=l2_flush)
+    return Timing(method="cuda_events", samples_s=samples, warmup=made, l2_flush=l2_flush,
+                  pacing=CUDA_PACING if rate else None)
 
 
 def time_call(fn: Callable[[], object], device: torch.device | str, *, warmup: int = 3,

@@ -203,6 +203,11 @@ def test_environment_differences_are_reported():
     a = _run({("g/a", "k"): [1.0]})
     b = a.assign(device_name="other")
     assert compare(a, b).env_differences == ("device_name: dev -> other",)
+    # a baseline timed with the spin before each sample (schema 4 and older) is still
+    # compared, and the change of pacing is named
+    old, new = a.assign(timing_pacing="spacer"), a.assign(timing_pacing="hold")
+    c = compare(old, new)
+    assert c.env_differences == ("timing_pacing: spacer -> hold",) and c.n_timed == 1
 
 
 def test_timings_after_different_flushes_are_not_compared():

@@ -280,6 +280,8 @@ def test_run_summary_names_the_l2_flush_of_the_timed_rows():
     assert dict(_runs(df)[0].fields)["L2 flush"] == "clean"  # untimed rows left out
     df.loc[1, "l2_flush"] = "dirty"
     assert dict(_runs(df)[0].fields)["L2 flush"] == "clean, dirty"
+    df["timing_pacing"] = ["hold", None, "hold"]
+    assert dict(_runs(df)[0].fields)["GPU pacing"] == "hold"
 
 
 def test_speedups_and_their_geometric_mean_equal_the_parquet(perf):

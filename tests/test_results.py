@@ -66,7 +66,7 @@ def test_timed_rows_carry_the_same_bytes_copy(rows, tmp_path):
 def _old_file(rows, path, version, flushed):
     """rows written as a version-2 or -3 file: no columns added since, l2_flush a boolean
     (`flushed` per row)."""
-    dropped = {"same_copy_s", "frac_same_copy"} if version == 2 else set()
+    dropped = {"timing_pacing"} | ({"same_copy_s", "frac_same_copy"} if version == 2 else set())
     schema = pa.schema([pa.field("l2_flush", pa.bool_()) if f.name == "l2_flush" else f
                         for f in results.SCHEMA if f.name not in dropped],
                        metadata={b"bwd_suite_schema_version": str(version).encode()})
@@ -94,6 +94,20 @@ def test_version_3_flush_booleans_become_kinds(rows, tmp_path):
     df = results.read_results([tmp_path / "v3.parquet"])
     assert list(df.l2_flush[:2]) == ["dirty", "none"] and df.l2_flush.isna()[2]
     assert list(df.same_copy_s) == [r["same_copy_s"] for r in three]  # the rest as it was
+
+
+def test_version_4_cuda_timings_read_as_spacer_paced(rows, tmp_path):
+    """Up to version 4 CUDA samples were paced by a spin before each; other rows: null."""
+    four = [dict(r, timing_method=m) for r, m in zip((rows * 3)[:3],
+                                                     ["cuda_events", "perf_counter", None])]
+    schema = pa.schema([f for f in results.SCHEMA if f.name != "timing_pacing"],
+                       metadata={b"bwd_suite_schema_version": b"4"})
+    pq.write_table(pa.Table.from_pylist([{k: r[k] for k in schema.names} for r in four],
+                                        schema=schema), tmp_path / "v4.parquet")
+    df = results.read_results([tmp_path / "v4.parquet"])
+    assert list(df.columns) == results.SCHEMA.names
+    assert df.timing_pacing[0] == "spacer" and df.timing_pacing[1:].isna().all()
+    assert list(df.l2_flush) == [r["l2_flush"] for r in four]  # the rest as it was
 
 
 def test_readme_documents_the_schema():

@@ -49,6 +49,7 @@ def test_cpu_sleep_median_and_sample_count():
     t = time_call(_sleeper(0.002), "cpu", warmup=1, repeats=10, max_time_s=5.0)
     assert t.method == "perf_counter"
     assert t.warmup == 1 and t.l2_flush == "none"  # nothing to flush on CPU
+    assert t.pacing is None  # nor a GPU to keep ahead of the host
     assert len(t.samples_s) == 10
     assert 0.0019 <= t.median_s < 0.05
     assert t.min_s <= t.median_s
@@ -145,7 +146,7 @@ def test_cuda_events_time_the_kernel():
     x = torch.randn(64 * 2**20, device="cuda")  # 256 MiB
     y = torch.empty_like(x)
     t = time_call(lambda: torch.mul(x, 2.0, out=y), "cuda", warmup=2, repeats=10)
-    assert t.method == "cuda_events" and t.l2_flush == "clean"
+    assert t.method == "cuda_events" and t.l2_flush == "clean" and t.pacing == "hold"
     assert len(t.samples_s) == 10
     # 512 MiB read + written: a median under 512 MiB / 10 TB/s means fn() was not timed.
     assert 512 * 2**20 / t.median_s < 10e12
