@@ -9,8 +9,9 @@ launch (Nsight Compute on the GPU machine):
 outputs allocated once outside the launches, as the suite times them. No golden is
 computed and nothing is checked: correctness is the suite's job.
 
---timeline (CUDA) times the call as the suite does (suite.timing.time_call: L2 flush, a
-spin, CUDA events around the call) under torch.profiler and prints where the events' time
+--timeline (CUDA) times the call as the suite does (suite.timing.time_call: L2 flush, one
+spin holding the GPU while the samples are enqueued, CUDA events around the call; the
+samples are the last MARK ranges, after the warm-up's) under torch.profiler and prints where the events' time
 goes: each kernel of the call, the gaps between them, and the time inside the events that
 no kernel of the call runs in (medians over the samples). On the H200 that outside time
 was about 2.6 us a call for every implementation (behind the zeroing flush of the time),
