@@ -180,6 +180,8 @@ def main(argv=None) -> int:
                     help="other implementations of the op timed in the same run "
                          "(comma-separated names, e.g. liger,torch_ref)")
     a = ap.parse_args(argv)
+    if not a.warmup_ms >= 0:  # before the builds, not after them in the first timing
+        raise SuiteInputError("--warmup-ms", f"must be at least 0, got {a.warmup_ms:g}")
     variants = planned_variants(a.variants, a.twin)
 
     import importlib

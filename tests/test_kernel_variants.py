@@ -149,6 +149,11 @@ def test_variant_files_load(kv, path):
     assert variants and all(v.patch is None or v.patch.is_file() for v in variants)
 
 
+def test_a_negative_warmup_is_refused_before_any_build(kv, tmp_path):
+    with pytest.raises(SuiteInputError, match=r"^--warmup-ms: must be at least 0, got -1$"):
+        kv.main(["--op", "softmax", "--variants", str(_rows8(tmp_path)), "--warmup-ms", "-1"])
+
+
 def test_peers_must_be_other_implementations_of_the_op(kv, tmp_path):
     toml = _rows8(tmp_path)
     # checked before any build or device: the error names the option and the op's names
