@@ -48,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from suite.cli import DEFAULT_WARMUP_MS, L2_FLUSH_MODES  # noqa: E402
+from suite.cli import DEFAULT_WARMUP_MS, L2_FLUSH_MODES, at_least  # noqa: E402
 from suite.errors import SuiteInputError, did_you_mean, run_script  # noqa: E402
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
@@ -180,8 +180,7 @@ def main(argv=None) -> int:
                     help="other implementations of the op timed in the same run "
                          "(comma-separated names, e.g. liger,torch_ref)")
     a = ap.parse_args(argv)
-    if not a.warmup_ms >= 0:  # before the builds, not after them in the first timing
-        raise SuiteInputError("--warmup-ms", f"must be at least 0, got {a.warmup_ms:g}")
+    at_least(a, "warmup_ms", 0)  # before the builds, not after them in the first timing
     variants = planned_variants(a.variants, a.twin)
 
     import importlib

@@ -11,12 +11,13 @@ computed and nothing is checked: correctness is the suite's job.
 
 --timeline (CUDA) times the call as the suite does (suite.timing.time_call: L2 flush, one
 spin holding the GPU while the samples are enqueued, CUDA events around the call; the
-samples are the last MARK ranges, after the warm-up's) under torch.profiler and prints where the events' time
-goes: each kernel of the call, the gaps between them, and the time inside the events that
-no kernel of the call runs in (medians over the samples). On the H200 that outside time
-was about 2.6 us a call for every implementation (behind the zeroing flush of the time),
-and LayerNorm's second kernel started 1.9 us after its first ended, before it became a
-programmatic dependent launch (BENCHMARKS.md, 2026-11-30 seventh session):
+samples are the last MARK ranges, after the warm-up's) under torch.profiler and prints
+where the events' time goes: each kernel of the call, the gaps between them, and the time
+inside the events that no kernel of the call runs in (medians over the samples). On the
+H200 that outside time was about 2.6 us a call for every implementation (behind the
+zeroing flush of the time), and LayerNorm's second kernel started 1.9 us after its first
+ended, before it became a programmatic dependent launch (BENCHMARKS.md, 2026-11-30
+seventh session):
 
     python3 scripts/ncu_case.py --op layer_norm --impl cuda --case M4096-N8192-bf16 --timeline
 """

@@ -110,7 +110,7 @@ def _command_modules() -> dict:
             for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name)}
 
 
-def _at_least(args, name: str, low: float, above: bool = False) -> None:
+def at_least(args, name: str, low: float, above: bool = False) -> None:
     """Stop before anything runs when option `name` is below `low` (or not above it)."""
     value = getattr(args, name)
     if value is not None and (value <= low if above else value < low):
@@ -236,8 +236,8 @@ def cmd_run(args) -> int:
     from suite.runner import RunOptions, run_case
 
     for name, low in (("repeats", 1), ("samples", 1), ("warmup", 0), ("warmup_ms", 0)):
-        _at_least(args, name, low)
-    _at_least(args, "max_time", 0, above=True)
+        at_least(args, name, low)
+    at_least(args, "max_time", 0, above=True)
     dev, profile, plan = _select(args)
     golden_dev = _device(args.golden_device, "--golden-device") if args.golden_device else dev
     n_items = sum(len(c) * len(i) for _, c, i in plan)
@@ -283,7 +283,7 @@ def cmd_run(args) -> int:
 def cmd_calibrate(args) -> int:
     from suite import roofline
 
-    _at_least(args, "size_mib", 1)
+    at_least(args, "size_mib", 1)
     dev = _device(args.device)
     size = args.size_mib * 2**20 if args.size_mib else None
     ceilings = roofline.calibrate(dev, size_bytes=size) if size else roofline.calibrate(dev)

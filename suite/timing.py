@@ -210,14 +210,16 @@ def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, warm
             # host's, whichever is longer, so a host-bound fn does not loop for long.
             (pre, _, end), host_s = warm[-1]
             per_s = max(pre.elapsed_time(end) / 1e3, host_s, 1e-6)
-            while made < math.ceil(warmup_s / per_s):
+            target = math.ceil(warmup_s / per_s)
+            while made < target:
                 warm[-1] = sample()  # only the last one is the estimate below
                 made += 1
             torch.cuda.synchronize(index)
-        first = []
+        kept = []  # events of a sample taken before the hold
         if not warm:
             # Nothing to learn from: the first sample, kept, is the estimate.
-            warm = first = [sample()]
+            warm = [sample()]
+            kept = [warm[0][0]]
             torch.cuda.synchronize(index)
         rate = _spin_rate()
 
@@ -226,10 +228,10 @@ def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, warm
         (pre, start, end), host_s = warm[-1]
         iter_s = pre.elapsed_time(end) / 1e3
         call_s = start.elapsed_time(end) / 1e3
-        planned = repeats - len(first)
+        planned = repeats - len(kept)
         if iter_s * repeats > max_time_s:
             planned = max(_min_samples(repeats, call_s, max_time_s),
-                          min(repeats, math.floor(max_time_s / iter_s))) - len(first)
+                          min(repeats, math.floor(max_time_s / iter_s))) - len(kept)
 
         def held_samples(hold_s: float):
             """`planned` samples behind a spin of hold_s, and whether the spin ended before
@@ -246,7 +248,7 @@ def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, warm
                 # Backstop for a host-bound fn: the samples take at least as long as the
                 # host took to enqueue them.
                 if (time.perf_counter() - began > max_time_s
-                        and len(events) + len(first) >= MIN_SAMPLES):
+                        and len(events) + len(kept) >= MIN_SAMPLES):
                     break
             return events, held is not None and held.query()
 
@@ -256,8 +258,7 @@ def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, warm
             torch.cuda.synchronize(index)
             events, _ = held_samples(min(hold_s * _HOLD_RETRY_FACTOR, _MAX_HOLD_S))
         torch.cuda.synchronize(index)
-        samples = tuple(start.elapsed_time(end) / 1e3
-                        for _, start, end in [f[0] for f in first] + events)
+        samples = tuple(start.elapsed_time(end) / 1e3 for _, start, end in kept + events)
     return Timing(method="cuda_events", samples_s=samples, warmup=made, l2_flush=l2_flush,
                   pacing=CUDA_PACING if rate else None)
 
