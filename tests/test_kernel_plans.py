@@ -142,15 +142,19 @@ def test_softmax_plans(plan_dump):
             # thread on up to 1024 threads; C = 2 (bf16 split rows), 4 and 8 at most 512
             # (vectorized) or 256 (scalar) threads
             cap = 1024 if c == 1 else 512 if vec else 256
-            split = dt == BF16 and vec and not drop and 512 < nv <= 1024
+            # split rows (last chunks through shared memory), vectorized, no dropout: bf16
+            # rows of 513-1024 vectors at C = 2, fp32 rows of 1025-2048 at C = 4
+            split = vec and not drop and (dt == BF16 and 512 < nv <= 1024
+                                          or dt == FP32 and 1024 < nv <= 2048)
             checks = {
                 "block per row": q["warp_per_row"] == 0 and q["grid"] == rows,
                 "block": _pow2(block) and 128 <= block <= cap,
                 "C = 1 exactly the vectorized rows of up to 1024 vectors, but split ones":
                     (c == 1) == (vec and nv <= 1024 and not split),
+                "split": q["split"] == int(split) and (not split or block == 512),
                 "C = 1 one vector a thread": c != 1 or block == _pow2_at_least(nv),
-                # bf16 rows of 513-1024 vectors without dropout: 2 vectors on 512 threads
-                "split rows": (c == 2) == split and (c != 2 or block == 512),
+                # C = 2 only as bf16 split rows: 2 vectors on 512 threads
+                "C = 2 split rows": (c == 2) == (split and dt == BF16),
                 "chunks": c in (1, 2, 4, 8),
                 "the row fits or streams": (not q["streamed"] and block * c * v >= n)
                                            or (q["streamed"] and c == 8 and block * 8 * v < n),
@@ -160,6 +164,7 @@ def test_softmax_plans(plan_dump):
                               or (c == 4 and block == 512),
             }
         checks["vectorized"] = q["vectorized"] == int(vec)
+        checks["warp rows not split"] = not q["warp_per_row"] or not q["split"]
         failed = [k for k, ok in checks.items() if not ok]
         if failed:
             bad.append((rows, n, dt, drop, mis, pad, q, failed))

@@ -60,10 +60,10 @@ int main() {
       p.mask = drop ? static_cast<const uint8_t *>(base) : nullptr;
       p.y_row = p.dy_row = p.dx_row = p.mask_row = n + pad;
       const SoftmaxBwdPlan q = softmax_bwd_plan(p);
-      std::printf("{\"warp_per_row\": %d, \"vectorized\": %d, \"streamed\": %d, \"chunks\": %d, "
-                  "\"grid\": %u, \"block\": %u}\n",
-                  int(q.warp_per_row), int(q.vectorized), int(q.streamed), q.chunks, q.grid.x,
-                  q.block.x);
+      std::printf("{\"warp_per_row\": %d, \"vectorized\": %d, \"streamed\": %d, \"split\": %d, "
+                  "\"chunks\": %d, \"grid\": %u, \"block\": %u}\n",
+                  int(q.warp_per_row), int(q.vectorized), int(q.streamed), int(q.split),
+                  q.chunks, q.grid.x, q.block.x);
     } else if (std::strcmp(op, "cv") == 0) {
       long long dim, seqlen;
       int width, dt, last;

@@ -22,9 +22,10 @@
 //    (40 registers, 3 blocks an SM): 0.862 -> 0.879 of the copy bandwidth at 4096x8192
 //    bf16, 0.956 -> 0.970 for attention L1024 bf16, 0.787 -> 0.813 at 8192x1024 fp32,
 //    the 16 perf cases 0.893 -> 0.908 geomean (BENCHMARKS.md, 2026-11-30 eighth session).
-//    fp32 rows of 1025-2048 vectors at C = 4 on 512 threads, 2 blocks an SM; bf16 rows
-//    of 513-1024 vectors without dropout at C = 2 on 512 threads, 4 blocks an SM, the
-//    second vector through shared memory (kBlocksSplit).
+//    fp32 rows of 1025-2048 vectors at C = 4 on 512 threads, 2 blocks an SM. Split rows,
+//    without dropout: bf16 rows of 513-1024 vectors at C = 2 on 512 threads, 4 blocks an
+//    SM, the second vector through shared memory (kBlocksSplit); fp32 rows of 1025-2048
+//    vectors at C = 4, chunks 2-3 through shared memory, 3 blocks an SM (kBlocksSplitF32).
 //  - longer rows: TPR = 128 ... 512, C = 4 or 8, held in registers up to 512 x 8 vectors =
 //    16384 fp32 or 32768 fp16/bf16 elements per row (128 KiB of y and dy per block, half
 //    the register file). The warps' partial sums meet in shared memory (one __syncthreads)
@@ -75,11 +76,18 @@ constexpr int kC1Threads = 1024, kBlocksC1 = 2;
 // spilled 8 bytes here, and split's dropout rows lost 4% (eighth session).
 constexpr int kBlocksSplit = 4;
 // fp32 rows of 1025-2048 vectors at C = 4 on 512 threads, 2 blocks an SM (<= 64
-// registers). At C = 2 on 1024 threads (44 registers: one block an SM) 4096x8192 fp32 ran
+// registers; dropout rows, the others take split rows below). At C = 2 on 1024 threads (44 registers: one block an SM) 4096x8192 fp32 ran
 // at 0.75-0.88 of the copy bandwidth from run to run; at C = 4 with the lean block rows
 // (below) at 0.95, Liger's speed; C = 4 without them stayed at 0.75 (BENCHMARKS.md,
 // 2026-11-30 sixth session).
 constexpr int kBlocksC4Fp32 = 2;
+// fp32 rows of 1025-2048 vectors without dropout: split rows (softmax_bwd_split_kernel) at
+// C = 4 on 512 threads, chunks 2-3 through shared memory, 3 blocks an SM at <= 40
+// registers; the plain C = 4 kernel at 3 blocks spilled 140 bytes and lost a third.
+// Timed beside the C = 4 rows at 2 blocks, Liger and the shipped kernel again (twin), H200,
+// 2026-11-30 twelfth session: 4096x8192 fp32 94.50 -> 93.47 us and 94.62 -> 93.47 (Liger
+// 93.34, 93.09; 0.993 -> 1.004 of the copy bandwidth).
+constexpr int kBlocksSplitF32 = 3;
 // Scalar block rows: 16-bit elements loaded one by one sit in a register each until
 // packed, so a thread needs up to ~160 registers there (512 threads would cap it at 128)
 constexpr int kMaxThreadsScalar = 256;
@@ -304,53 +312,105 @@ softmax_bwd_kernel(const SoftmaxBwdParams p) {
   }
 }
 
-// bf16 rows of 513-1024 vectors without dropout (kBlocksSplit): one block of kMaxThreads
-// per row, C = 2; chunk 1 goes to the thread's two shared-memory slots by cp.async while
-// chunk 0 loads to registers, and is read from there again for the store (held in registers
-// across the reduction it cost the 4th block an SM).
-__global__ void __launch_bounds__(kMaxThreads, kBlocksSplit)
+// Split rows, vectorized and without dropout (the plan): one block of kMaxThreads per row,
+// C = kRegs + kStaged. Chunks kRegs.. go to the thread's shared-memory slots by cp.async,
+// issued first so that their latency overlaps the register loads of chunks 0..kRegs-1, and
+// are read from there again for the store (held in registers across the reduction they
+// cost a block an SM). The dot is summed in chunk order, as softmax_bwd_kernel sums it.
+// The plan sends rows of more than kMaxThreads x kRegs vectors here: the register chunks
+// are whole vectors, stored without tail checks. kCheckedLoads only picks the code ptxas
+// fits in the registers of kBlocks an SM (sm_90): bf16 spilled 12 bytes with unchecked
+// loads, fp32 4 bytes with checked ones.
+//  - bf16 rows of 513-1024 vectors: <1, 1, kBlocksSplit, checked>;
+//  - fp32 rows of 1025-2048 vectors: <2, 2, kBlocksSplitF32, unchecked>.
+template <typename T, int kRegs, int kStaged, int kBlocks, bool kCheckedLoads>
+__global__ void __launch_bounds__(kMaxThreads, kBlocks)
 softmax_bwd_split_kernel(const SoftmaxBwdParams p) {
-  using T = __nv_bfloat16;
   constexpr int V = Vec<T>::V;
-  __shared__ uint4 stage[2][kMaxThreads];
+  __shared__ uint4 stage[kStaged][2][kMaxThreads];
   const int tid = int(threadIdx.x), tpr = int(blockDim.x);
   const int64_t row = blockIdx.x;
   const int n = p.n, chunk = tpr * V;  // 32-bit offsets within the row (lean rows)
   const T *y = static_cast<const T *>(p.y) + row * p.y_row;
   const T *dy = static_cast<const T *>(p.dy) + row * p.dy_row;
   T *dx = static_cast<T *>(p.dx) + row * p.dx_row;
-
-  const unsigned sy = rowpipe::smem_addr(&stage[0][tid]), sd = rowpipe::smem_addr(&stage[1][tid]);
-  const int e1 = chunk + tid * V;
-  const int b = rowpipe::bytes_before(e1, n, V, int(sizeof(T)));
-  rowpipe::cp_async16(sy, b ? y + e1 : y, b);
-  rowpipe::cp_async16(sd, b ? dy + e1 : dy, b);
+  // slot (s, 0) y's, (s, 1) dy's: constant offsets from this thread's first slot
+  const unsigned slots = rowpipe::smem_addr(&stage[0][0][tid]);
+  auto slot = [&](int s, int k) { return slots + unsigned((2 * s + k) * kMaxThreads * 16); };
+#pragma unroll
+  for (int s = 0; s < kStaged; ++s) {
+    const int e = (kRegs + s) * chunk + tid * V;
+    const int b = rowpipe::bytes_before(e, n, V, int(sizeof(T)));
+    rowpipe::cp_async16(slot(s, 0), b ? y + e : y, b);
+    rowpipe::cp_async16(slot(s, 1), b ? dy + e : dy, b);
+  }
   rowpipe::cp_async_commit();
-  Vec<T> y0, d0, y1, d1;
+  Vec<T> yr[kRegs], dr[kRegs];
   MaskVec<V> unused;
-  load_chunk<T, true, false>(y, dy, nullptr, 0, tid, tpr, n, y0, d0, unused);
-  float dot = dot_vec<T, false>(y0, d0, 1.f, 0.f);
+#pragma unroll
+  for (int c = 0; c < kRegs; ++c) {
+    if constexpr (kCheckedLoads) {
+      load_chunk<T, true, false>(y, dy, nullptr, c * chunk, tid, tpr, n, yr[c], dr[c], unused);
+    } else {
+      yr[c].raw = __ldg(reinterpret_cast<const uint4 *>(y + c * chunk + tid * V));
+      dr[c].raw = __ldg(reinterpret_cast<const uint4 *>(dy + c * chunk + tid * V));
+    }
+  }
+  float dot = 0.f;
+#pragma unroll
+  for (int c = 0; c < kRegs; ++c) dot = dot_vec<T, false>(yr[c], dr[c], 1.f, dot);
   rowpipe::cp_async_wait<0>();  // this thread's own copies: no barrier needed
-  y1.raw = rowpipe::lds16(sy);
-  d1.raw = rowpipe::lds16(sd);
-  dot = dot_vec<T, false>(y1, d1, 1.f, dot);
+  auto staged = [&](int s, Vec<T> &ys, Vec<T> &ds) {
+    ys.raw = rowpipe::lds16(slot(s, 0));
+    ds.raw = rowpipe::lds16(slot(s, 1));
+  };
+#pragma unroll
+  for (int s = 0; s < kStaged; ++s) {
+    Vec<T> ys, ds;
+    staged(s, ys, ds);
+    dot = dot_vec<T, false>(ys, ds, 1.f, dot);
+  }
   dot = row_sum<false, true>(dot);
-  store_chunk<T, true, false>(dx, 0, tid, tpr, n, y0, d0, 1.f, dot);
-  y1.raw = rowpipe::lds16(sy);
-  d1.raw = rowpipe::lds16(sd);
-  store_chunk<T, true, false>(dx, chunk, tid, tpr, n, y1, d1, 1.f, dot);
+#pragma unroll
+  for (int c = 0; c < kRegs; ++c) {
+    Vec<T> o;
+#pragma unroll
+    for (int i = 0; i < V; ++i) o.e[i] = from_f<T>(to_f<T>(yr[c].e[i]) * (to_f<T>(dr[c].e[i]) - dot));
+    *reinterpret_cast<uint4 *>(dx + c * chunk + tid * V) = o.raw;
+  }
+#pragma unroll
+  for (int s = 0; s < kStaged; ++s) {
+    Vec<T> ys, ds;
+    staged(s, ys, ds);
+    store_chunk<T, true, false>(dx, (kRegs + s) * chunk, tid, tpr, n, ys, ds, 1.f, dot);
+  }
 }
 
-// The kernels a plan can ask for (softmax_bwd_plan): vectorized warp rows hold at most
-// kWarpMaxVecs vectors (C <= 2), vectorized block rows take C = 1, 2 (bf16 split rows,
-// their own kernel) or >= 4, scalar block rows C >= 4.
+// Split rows (plan.split; vectorized, no dropout): bf16 at C = 2, fp32 at C = 4.
+template <typename T>
+cudaError_t launch_split(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, cudaStream_t s) {
+  if (!plan.vectorized || p.dropout || plan.streamed || plan.warp_per_row ||
+      plan.block.x != unsigned(kMaxThreads))
+    return cudaErrorInvalidValue;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (plan.chunks != 2) return cudaErrorInvalidValue;
+    softmax_bwd_split_kernel<T, 1, 1, kBlocksSplit, true><<<plan.grid, plan.block, 0, s>>>(p);
+  } else if constexpr (std::is_same_v<T, float>) {
+    if (plan.chunks != 4) return cudaErrorInvalidValue;
+    softmax_bwd_split_kernel<T, 2, 2, kBlocksSplitF32, false><<<plan.grid, plan.block, 0, s>>>(p);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
+}
+
+// The other kernels a plan can ask for (softmax_bwd_plan): vectorized warp rows hold at
+// most kWarpMaxVecs vectors (C <= 2), vectorized block rows take C = 1 or >= 4 (C = 2 only
+// as split rows), scalar block rows C >= 4.
 template <typename T, int C, bool kWarp, bool kStream>
 cudaError_t launch_variant(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, cudaStream_t s) {
-  if constexpr (!kWarp && C == 2) {  // split rows: bf16, vectorized, no dropout (the plan)
-    if (!std::is_same_v<T, __nv_bfloat16> || p.dropout || !plan.vectorized || kStream)
-      return cudaErrorInvalidValue;
-    softmax_bwd_split_kernel<<<plan.grid, plan.block, 0, s>>>(p);
-    return cudaSuccess;
+  if constexpr (!kWarp && C == 2) {  // split rows only (launch_split)
+    return cudaErrorInvalidValue;
   } else {
     constexpr bool kVecPlanned = kWarp ? C <= 2 : true;
     constexpr bool kScalarPlanned = kWarp || C >= 4;
@@ -376,7 +436,9 @@ cudaError_t launch_variant(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan
 template <typename T>
 cudaError_t launch_typed(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, cudaStream_t s) {
   cudaError_t err;
-  if (plan.warp_per_row) {
+  if (plan.split) {
+    err = launch_split<T>(p, plan, s);
+  } else if (plan.warp_per_row) {
     switch (plan.chunks) {
       case 1: err = launch_variant<T, 1, true, false>(p, plan, s); break;
       case 2: err = launch_variant<T, 2, true, false>(p, plan, s); break;
@@ -434,12 +496,16 @@ SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p) {
         nv <= 2 * kMaxThreads) {
       tpr = kMaxThreads;  // C = 2, the second vector through shared memory
       plan.chunks = 2;
+      plan.split = true;
     } else if (plan.vectorized && nv <= kC1Threads) {  // C = 1, as many threads as needed
       tpr = pow2_ceil(nv);
       plan.chunks = 1;
     } else if (plan.vectorized && es == 4 && nv <= 4 * kMaxThreads) {  // fp32: C = 4
       tpr = std::max(128, pow2_ceil((nv + 3) / 4));
       plan.chunks = 4;
+      // without dropout, chunks 2-3 through shared memory (their register chunks 0-1,
+      // 2 x 512 vectors, whole: rows of up to 1024 vectors took C = 1 above)
+      plan.split = !p.dropout && nv > 2 * kMaxThreads;
     } else {
       const int max_tpr = plan.vectorized ? kMaxThreads : kMaxThreadsScalar;
       tpr = nv <= 128 * kMaxChunks ? 128 : nv <= 256 * kMaxChunks ? 256 : max_tpr;

@@ -27,6 +27,8 @@ struct SoftmaxBwdPlan {
   bool warp_per_row;  // one warp per row, 4 rows per block; else one block per row
   bool vectorized;    // 16-byte accesses of y, dy, dx (and V-byte of the mask) are legal
   bool streamed;      // the row exceeds the registers: the rest is read twice
+  bool split;         // block rows staging their last chunks in shared memory
+                      // (softmax_bwd_split_kernel): bf16 C = 2, fp32 C = 4
   int chunks;         // C: 16-byte vectors per thread held in registers (1, 2, 4, 8)
   dim3 grid, block;
 };
