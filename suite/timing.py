@@ -6,7 +6,9 @@ flushed by a pass over a 256 MiB buffer (an H200 has 50 MiB of L2), outside the 
 spin (`torch.cuda._sleep`, as nvbench's blocking kernel) holds the GPU while the host
 enqueues every sample; the GPU then runs them back to back, each fn() right after its
 flush, so the events time GPU work, not launch gaps, and every implementation's fn() starts
-in the same state whatever its host cost. The samples' events are read after one
+in the same state whatever its host cost. A fn that synchronizes inside cannot be enqueued
+ahead: its samples are recorded as paced "outrun" (so are any whose hold the host outran
+even when taken again behind a longer one). The samples' events are read after one
 synchronize at the end (with no warm-up, also after the first sample, which then sizes the
 time budget).
 
@@ -57,13 +59,17 @@ _flush_buffers: dict[int, torch.Tensor] = {}
 _flush_sinks: dict[int, torch.Tensor] = {}
 _SPIN_CALIBRATION_CYCLES = 200_000  # 0.1 ms at full clock
 # The hold lasts _HOLD_MARGIN times the host's time to enqueue the samples (estimated from
-# the last warm-up call) plus _HOLD_BASE_S; where the host still outran it, the samples
-# are taken again behind a hold _HOLD_RETRY_FACTOR times longer (once). A fn that
-# synchronizes inside cannot be enqueued ahead: _MAX_HOLD_S bounds what that wastes.
-CUDA_PACING = "hold"  # recorded per row (results' timing_pacing); "spacer" before it
+# the last warm-up call) plus _HOLD_BASE_S, at most _MAX_HOLD_S. Where the host still
+# outran it, the samples are taken again (once) behind _RETRY_MARGIN times the enqueue time
+# just measured, if that fits under _MAX_HOLD_S and the fn did not wait for the GPU (one
+# that synchronizes inside waits for any hold: its first call outlasts the hold).
+# Recorded per row (results' timing_pacing): "hold", or "outrun" where the last hold ended
+# before the host had enqueued every sample (the GPU may have waited for launches);
+# "spacer" before the hold.
+CUDA_PACING, CUDA_OUTRUN = "hold", "outrun"
 _HOLD_MARGIN = 4
 _HOLD_BASE_S = 1e-3
-_HOLD_RETRY_FACTOR = 4
+_RETRY_MARGIN = 2
 _MAX_HOLD_S = 0.25
 DEFAULT_WARMUP_S = 0.025
 
@@ -87,7 +93,9 @@ class Timing:
     samples_s: tuple  # every kept sample, seconds, in the order measured
     warmup: int  # warm-up calls made before the first sample (on CUDA, as warmup_s asked)
     l2_flush: str  # how the L2 was flushed before each sample: L2_FLUSH_MODES
-    pacing: str | None = None  # CUDA: how the GPU was kept ahead of the host (CUDA_PACING)
+    # CUDA: how the GPU was kept ahead of the host: CUDA_PACING, or CUDA_OUTRUN where the
+    # hold ended before the host had enqueued every sample
+    pacing: str | None = None
 
     def __post_init__(self) -> None:
         if not self.samples_s:
@@ -234,33 +242,43 @@ def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, warm
                           min(repeats, math.floor(max_time_s / iter_s))) - len(kept)
 
         def held_samples(hold_s: float):
-            """`planned` samples behind a spin of hold_s, and whether the spin ended before
-            the host had enqueued them all (the GPU may then have waited for a launch)."""
+            """`planned` samples behind a spin of hold_s; whether the spin ended before the
+            host had enqueued them all (the GPU may then have waited for a launch), the
+            host's time to enqueue them, and its time for the first call."""
             held = None
             if rate:  # (a torch without _sleep: no hold, the GPU may wait for launches)
                 torch.cuda._sleep(int(hold_s * rate))
                 held = torch.cuda.Event()
                 held.record()
             began = time.perf_counter()
-            events = []
+            events, first_s = [], 0.0
             while len(events) < planned:
-                events.append(sample()[0])
+                ev, call_host_s = sample()
+                events.append(ev)
+                first_s = first_s or call_host_s
                 # Backstop for a host-bound fn: the samples take at least as long as the
                 # host took to enqueue them.
                 if (time.perf_counter() - began > max_time_s
                         and len(events) + len(kept) >= MIN_SAMPLES):
                     break
-            return events, held is not None and held.query()
+            outrun = held is not None and held.query()
+            return events, outrun, time.perf_counter() - began, first_s
 
         hold_s = min(_HOLD_MARGIN * planned * host_s + _HOLD_BASE_S, _MAX_HOLD_S)
-        events, outrun = held_samples(hold_s) if planned > 0 else ([], False)
-        if outrun:
+        events, outrun, enqueue_s, first_s = (held_samples(hold_s) if planned > 0
+                                              else ([], False, 0.0, 0.0))
+        retry_s = _RETRY_MARGIN * enqueue_s + _HOLD_BASE_S
+        # A first call far over the warm-up's host time waited for the spin: the fn
+        # synchronizes, and a longer hold would only be waited for too.
+        waited = first_s > max(2 * host_s, hold_s / 2)
+        if outrun and not waited and retry_s <= _MAX_HOLD_S:
             torch.cuda.synchronize(index)
-            events, _ = held_samples(min(hold_s * _HOLD_RETRY_FACTOR, _MAX_HOLD_S))
+            events, outrun, _, _ = held_samples(retry_s)
         torch.cuda.synchronize(index)
         samples = tuple(start.elapsed_time(end) / 1e3 for _, start, end in kept + events)
+    pacing = None if not rate else CUDA_OUTRUN if outrun else CUDA_PACING
     return Timing(method="cuda_events", samples_s=samples, warmup=made, l2_flush=l2_flush,
-                  pacing=CUDA_PACING if rate else None)
+                  pacing=pacing)
 
 
 def time_call(fn: Callable[[], object], device: torch.device | str, *, warmup: int = 3,

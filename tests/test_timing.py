@@ -252,12 +252,37 @@ def test_cuda_hold_outrun_by_the_host_takes_the_samples_again(monkeypatch):
         x.add_(1.0)
 
     t = time_call(fn, "cuda", warmup=2, warmup_s=0, repeats=5, l2_flush="none")
-    assert len(calls) == 2 + 5 and t.median_s < 0.5e-3
+    assert len(calls) == 2 + 5 and t.median_s < 0.5e-3 and t.pacing == "hold"
     monkeypatch.setattr(timing, "_HOLD_MARGIN", 0)
     monkeypatch.setattr(timing, "_HOLD_BASE_S", 1e-6)
     calls.clear()
     t = time_call(fn, "cuda", warmup=2, warmup_s=0, repeats=5, l2_flush="none")
-    assert len(calls) == 2 + 5 + 5 and len(t.samples_s) == 5
+    # the retry's hold, twice the ~5 ms the host just took, covers it
+    assert len(calls) == 2 + 5 + 5 and len(t.samples_s) == 5 and t.pacing == "hold"
+    assert t.median_s < 0.5e-3
+    # a retry that would need a hold over the cap is not made: the samples say "outrun"
+    monkeypatch.setattr(timing, "_MAX_HOLD_S", 2e-3)
+    calls.clear()
+    t = time_call(fn, "cuda", warmup=2, warmup_s=0, repeats=5, l2_flush="none")
+    assert len(calls) == 2 + 5 and len(t.samples_s) == 5 and t.pacing == "outrun"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_fn_that_synchronizes_is_not_held_twice():
+    # A fn that synchronizes waits for the hold: its samples are taken once, not again
+    # behind a longer hold it would wait for too, and say so.
+    x = torch.ones(16, device="cuda")
+    calls = []
+
+    def fn():
+        calls.append(1)
+        x.add_(1.0)
+        torch.cuda.synchronize()
+
+    t0 = time.perf_counter()
+    t = time_call(fn, "cuda", warmup=2, warmup_s=0, repeats=5, l2_flush="none")
+    assert len(calls) == 2 + 5 and t.pacing == "outrun"
+    assert time.perf_counter() - t0 < 0.5  # one hold (<= 0.25 s), not two
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
