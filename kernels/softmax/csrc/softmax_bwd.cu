@@ -76,10 +76,10 @@ constexpr int kC1Threads = 1024, kBlocksC1 = 2;
 // spilled 8 bytes here, and split's dropout rows lost 4% (eighth session).
 constexpr int kBlocksSplit = 4;
 // fp32 rows of 1025-2048 vectors at C = 4 on 512 threads, 2 blocks an SM (<= 64
-// registers; dropout rows, the others take split rows below). At C = 2 on 1024 threads (44 registers: one block an SM) 4096x8192 fp32 ran
-// at 0.75-0.88 of the copy bandwidth from run to run; at C = 4 with the lean block rows
-// (below) at 0.95, Liger's speed; C = 4 without them stayed at 0.75 (BENCHMARKS.md,
-// 2026-11-30 sixth session).
+// registers; rows with dropout, the others are split rows, below). At C = 2 on 1024
+// threads (44 registers: one block an SM) 4096x8192 fp32 ran at 0.75-0.88 of the copy
+// bandwidth from run to run; at C = 4 with the lean block rows (below) at 0.95, Liger's
+// speed; C = 4 without them stayed at 0.75 (BENCHMARKS.md, 2026-11-30 sixth session).
 constexpr int kBlocksC4Fp32 = 2;
 // fp32 rows of 1025-2048 vectors without dropout: split rows (softmax_bwd_split_kernel) at
 // C = 4 on 512 threads, chunks 2-3 through shared memory, 3 blocks an SM at <= 40
@@ -375,7 +375,8 @@ softmax_bwd_split_kernel(const SoftmaxBwdParams p) {
   for (int c = 0; c < kRegs; ++c) {
     Vec<T> o;
 #pragma unroll
-    for (int i = 0; i < V; ++i) o.e[i] = from_f<T>(to_f<T>(yr[c].e[i]) * (to_f<T>(dr[c].e[i]) - dot));
+    for (int i = 0; i < V; ++i)
+      o.e[i] = from_f<T>(to_f<T>(yr[c].e[i]) * (to_f<T>(dr[c].e[i]) - dot));
     *reinterpret_cast<uint4 *>(dx + c * chunk + tid * V) = o.raw;
   }
 #pragma unroll
