@@ -1,4 +1,6 @@
+import contextlib
 import time
+import types
 
 import pytest
 import torch
@@ -294,3 +296,113 @@ def test_cuda_max_time_limits_samples():
         t = time_call(fn, "cuda", warmup=warmup, repeats=1000, max_time_s=0.2)
         assert 3 <= len(t.samples_s) < 1000
         assert time.perf_counter() - t0 < 1.0 + 3 * t.median_s
+
+
+# -- the hold's decisions on CPU, against a fake GPU and a fake clock ----------------------
+
+class _FakeGpu:
+    """Just enough of torch.cuda for _time_cuda's pacing, on a clock of its own (the
+    module's time.perf_counter is replaced by `now`, so nothing depends on this machine's
+    load): a spin (`_sleep`) that ends `cycles / RATE` seconds after it is enqueued, events
+    that complete when every spin before them has ended, a synchronize that waits for
+    that. A fn takes host time by `host(seconds)`."""
+    RATE = 1e9  # spin cycles a second
+
+    def __init__(self):
+        self.t = 0.0
+        self.spin_end = 0.0
+        self.holds_s = []  # each spin's length
+
+    def now(self):
+        return self.t
+
+    def host(self, seconds):
+        self.t += seconds
+
+    def sleep(self, cycles):
+        self.holds_s.append(cycles / self.RATE)
+        self.spin_end = max(self.spin_end, self.t) + cycles / self.RATE
+
+    def synchronize(self, *_):
+        self.t = max(self.t, self.spin_end)
+
+    def event_class(self):
+        gpu = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.t = self.done = None
+
+            def record(self):
+                self.t = gpu.t
+                self.done = max(gpu.t, gpu.spin_end)
+
+            def query(self):
+                return gpu.t >= self.done
+
+            def elapsed_time(self, other):
+                return (other.done - self.done) * 1e3
+        return Event
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    gpu = _FakeGpu()
+    monkeypatch.setattr(torch.cuda, "Event", gpu.event_class())
+    monkeypatch.setattr(torch.cuda, "synchronize", gpu.synchronize)
+    monkeypatch.setattr(torch.cuda, "_sleep", gpu.sleep, raising=False)
+    monkeypatch.setattr(torch.cuda, "device", lambda index: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(timing, "_spin_rate", lambda: _FakeGpu.RATE)
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=gpu.now))
+    return gpu
+
+
+def _time_fake(fn, repeats=5):
+    return timing._time_cuda(fn, torch.device("cuda", 0), warmup=2, warmup_s=0.0,
+                             repeats=repeats, max_time_s=5.0, l2_flush="none")
+
+
+def _host_bound(gpu, calls, seconds=1e-3):
+    def fn():
+        calls.append(1)
+        gpu.host(seconds)
+    return fn
+
+
+def test_fake_gpu_hold_covers_a_host_bound_fn(fake_gpu):
+    calls = []
+    t = _time_fake(_host_bound(fake_gpu, calls))
+    assert len(calls) == 2 + 5 and len(t.samples_s) == 5 and t.pacing == "hold"
+    assert fake_gpu.holds_s == [pytest.approx(4 * 5 * 1e-3 + 1e-3)]
+
+
+def test_fake_gpu_outrun_hold_is_retried_behind_twice_the_enqueue_time(fake_gpu, monkeypatch):
+    monkeypatch.setattr(timing, "_HOLD_MARGIN", 0)
+    monkeypatch.setattr(timing, "_HOLD_BASE_S", 1e-6)
+    calls = []
+    t = _time_fake(_host_bound(fake_gpu, calls))
+    assert len(calls) == 2 + 5 + 5 and len(t.samples_s) == 5 and t.pacing == "hold"
+    # twice the 5 ms the host took to enqueue 5 calls of 1 ms (was 4 x the first hold)
+    assert fake_gpu.holds_s == [pytest.approx(1e-6), pytest.approx(2 * 5e-3 + 1e-6)]
+
+
+def test_fake_gpu_retry_over_the_cap_is_not_made(fake_gpu, monkeypatch):
+    monkeypatch.setattr(timing, "_HOLD_MARGIN", 0)
+    monkeypatch.setattr(timing, "_HOLD_BASE_S", 1e-6)
+    monkeypatch.setattr(timing, "_MAX_HOLD_S", 2e-3)
+    calls = []
+    t = _time_fake(_host_bound(fake_gpu, calls))
+    assert len(calls) == 2 + 5 and t.pacing == "outrun" and len(fake_gpu.holds_s) == 1
+
+
+def test_fake_gpu_fn_that_synchronizes_is_held_once(fake_gpu):
+    calls = []
+
+    def fn():  # waits for the GPU, so for any hold
+        calls.append(1)
+        fake_gpu.host(1e-4)
+        fake_gpu.synchronize()
+
+    t = _time_fake(fn)
+    assert len(calls) == 2 + 5 and t.pacing == "outrun" and len(fake_gpu.holds_s) == 1
