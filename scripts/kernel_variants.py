@@ -48,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from suite.cli import DEFAULT_WARMUP_MS, L2_FLUSH_MODES, at_least  # noqa: E402
+from suite.cli import add_gpu_timing_options, at_least  # noqa: E402
 from suite.errors import SuiteInputError, did_you_mean, run_script  # noqa: E402
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
@@ -166,11 +166,7 @@ def main(argv=None) -> int:
     ap.add_argument("--twin", action="store_true",
                     help="also time the shipped sources as cuda+twin, last in each case "
                          "(the control for the order of implementations)")
-    ap.add_argument("--l2-flush", choices=L2_FLUSH_MODES, default="clean",
-                    help="L2 flush before each sample (suite.timing; default clean)")
-    ap.add_argument("--warmup-ms", type=float, default=DEFAULT_WARMUP_MS,
-                    help="warm-up time of each timing, ms (suite.timing; default "
-                         f"{DEFAULT_WARMUP_MS:g})")
+    add_gpu_timing_options(ap)
     ap.add_argument("--profile", default="perf", help="cases of this profile (default perf)")
     ap.add_argument("--case", action="append", help="only case ids containing this (repeatable)")
     ap.add_argument("--repeats", type=int, default=3, help="determinism repeats (default 3)")

@@ -69,15 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="timed samples per item, at most (default 20)")
     g.add_argument("--warmup", type=int, default=3, metavar="N",
                    help="untimed calls before sampling, at least (default 3; 0: none)")
-    g.add_argument("--warmup-ms", type=float, default=DEFAULT_WARMUP_MS, metavar="MS",
-                   help="on CUDA, more untimed calls until they have taken this long "
-                        f"(default {DEFAULT_WARMUP_MS:g}, as triton's do_bench)")
     g.add_argument("--max-time", type=float, default=1.0, metavar="S",
                    help="stop sampling an item after this many seconds (default 1.0)")
-    g.add_argument("--l2-flush", choices=L2_FLUSH_MODES, default="clean",
-                   help="L2 flush before each sample (CUDA): clean (default) reads 256 MiB and "
-                        "leaves no dirty lines; dirty zeroes it as triton's do_bench does, and "
-                        "the timed call also writes back the flush's lines; none")
+    add_gpu_timing_options(g)
     g.add_argument("--golden-device", metavar="DEV",
                    help="where the float64 golden is computed (default: the run device)")
     g.add_argument("--include-mutants", action="store_true",
@@ -108,6 +102,18 @@ def _command_modules() -> dict:
 
     return {info.name: importlib.import_module(f"suite.commands.{info.name}")
             for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name)}
+
+
+def add_gpu_timing_options(g) -> None:
+    """--warmup-ms and --l2-flush (suite.timing's warmup_s and l2_flush), for every command
+    or script that times on CUDA."""
+    g.add_argument("--warmup-ms", type=float, default=DEFAULT_WARMUP_MS, metavar="MS",
+                   help="on CUDA, more untimed calls until they have taken this long "
+                        f"(default {DEFAULT_WARMUP_MS:g}, as triton's do_bench)")
+    g.add_argument("--l2-flush", choices=L2_FLUSH_MODES, default="clean",
+                   help="L2 flush before each sample (CUDA): clean (default) reads 256 MiB and "
+                        "leaves no dirty lines; dirty zeroes it as triton's do_bench does, and "
+                        "the timed call also writes back the flush's lines; none")
 
 
 def at_least(args, name: str, low: float, above: bool = False) -> None:

@@ -74,6 +74,11 @@ _MAX_HOLD_S = 0.25
 DEFAULT_WARMUP_S = 0.025
 
 
+def check_l2_flush(mode: str) -> None:
+    if mode not in L2_FLUSH_MODES:
+        raise ValueError(f"l2_flush must be one of {L2_FLUSH_MODES}, got {mode!r}")
+
+
 def quantile(sorted_values: Sequence[float], q: float) -> float:
     """The q-quantile of already sorted values, interpolating linearly between the two
     nearest ranks (numpy.percentile's default, "linear")."""
@@ -100,8 +105,7 @@ class Timing:
     def __post_init__(self) -> None:
         if not self.samples_s:
             raise ValueError("a Timing needs at least one sample")
-        if self.l2_flush not in L2_FLUSH_MODES:
-            raise ValueError(f"l2_flush must be one of {L2_FLUSH_MODES}, got {self.l2_flush!r}")
+        check_l2_flush(self.l2_flush)
         object.__setattr__(self, "samples_s", tuple(float(s) for s in self.samples_s))
 
     @property
@@ -167,8 +171,8 @@ def flush_l2(buf: torch.Tensor, mode: str, sink: torch.Tensor | None = None) -> 
         torch.sum(buf, dim=0, out=sink)
     elif mode == "dirty":
         buf.zero_()
-    elif mode != "none":
-        raise ValueError(f"l2_flush must be one of {L2_FLUSH_MODES}, got {mode!r}")
+    else:
+        check_l2_flush(mode)
 
 
 def _flush_sink(index: int) -> torch.Tensor:
@@ -290,8 +294,7 @@ def time_call(fn: Callable[[], object], device: torch.device | str, *, warmup: i
     single call overruns the budget), each after an L2 flush of the kind `l2_flush` names
     (CUDA only; module docstring). Every sample is kept. That `fn` does real work (no
     all-zero inputs, no skipped kernels) is the caller's job."""
-    if l2_flush not in L2_FLUSH_MODES:
-        raise ValueError(f"l2_flush must be one of {L2_FLUSH_MODES}, got {l2_flush!r}")
+    check_l2_flush(l2_flush)
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
     if not warmup_s >= 0:
