@@ -33,3 +33,95 @@ def test_padding_ids_are_known_failures_on_exactly_the_padding_cases():
         for c in cases:
             padding = c.params["seq_idx"].startswith("padding")
             assert bool(impl.known_failure(c.id)) == padding, c.id
+
+
+# ------------------------------------------------- the call, against a stand-in for its op
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from kernels.causal_conv1d import dao as adapter  # noqa: E402
+
+
+class _FakeOp:
+    """Dao's op as the adapter sees it: writes dx and dinitial_states, adds into dweight and
+    dbias (its kernels accumulate into the zeros they are given)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, *, x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx,
+                 dweight, dbias, dinitial_states, silu_activation):
+        self.calls.append(dict(dx=dx, dweight=dweight, dbias=dbias,
+                               dinitial_states=dinitial_states, silu=silu_activation))
+        dx.fill_(2.0)
+        dweight.add_(3.0)
+        if dbias is not None:
+            dbias.add_(4.0)
+        if dinitial_states is not None:
+            dinitial_states.copy_(torch.arange(dinitial_states.numel(), dtype=torch.float32)
+                                  .reshape(dinitial_states.shape))
+
+
+def _case(wdtype, init_channel_last=True, bias=True, states=True):
+    B, D, L, K = 2, 8, 16, 4
+    x = torch.randn(B, D, L)
+    weight = torch.randn(D, K, dtype=wdtype)
+    init = None
+    if states:
+        init = torch.randn(B, K - 1, D).transpose(1, 2) if init_channel_last else \
+            torch.randn(B, D, K - 1)
+    nan = float("nan")
+    out = {"dx": torch.full_like(x, nan), "dweight": torch.full_like(weight, nan)}
+    if bias:
+        out["dbias"] = torch.full((D,), nan, dtype=wdtype)
+    if states:
+        out["dinitial_states"] = torch.full_like(init, nan)
+    kw = dict(x=x, weight=weight, bias=torch.randn(D, dtype=wdtype) if bias else None,
+              dout=torch.randn(B, D, L), seq_idx=None, initial_states=init,
+              dfinal_states=None, activation="silu")
+    return kw, out
+
+
+def test_fp32_parameters_are_accumulated_in_the_outputs_themselves(monkeypatch):
+    op = _FakeOp()
+    monkeypatch.setattr(adapter, "_causal_conv1d_bwd_cpp", op)
+    kw, out = _case(torch.float32)
+    adapter._call(**kw, out=out)
+    (c,) = op.calls
+    # no temporaries and no copies after the op: what Dao's callers pay, nothing more
+    for name in ("dx", "dweight", "dbias", "dinitial_states"):
+        assert c[name] is out[name], name
+    assert c["silu"] is True
+    # zeroed before the op adds into them (the poison is gone)
+    assert torch.equal(out["dweight"], torch.full_like(out["dweight"], 3.0))
+    assert torch.equal(out["dbias"], torch.full_like(out["dbias"], 4.0))
+
+
+@pytest.mark.parametrize("init_channel_last", [True, False])
+def test_low_precision_parameters_and_other_state_layouts_go_through_temporaries(
+        monkeypatch, init_channel_last):
+    op = _FakeOp()
+    monkeypatch.setattr(adapter, "_causal_conv1d_bwd_cpp", op)
+    kw, out = _case(torch.bfloat16, init_channel_last=init_channel_last)
+    adapter._call(**kw, out=out)
+    (c,) = op.calls
+    # Dao accumulates in fp32 and casts to the parameters' dtype, as its wrapper does
+    assert c["dweight"].dtype == torch.float32 and c["dweight"] is not out["dweight"]
+    assert c["dbias"].dtype == torch.float32
+    assert torch.equal(out["dweight"], torch.full_like(out["dweight"], 3.0))
+    assert torch.equal(out["dbias"], torch.full_like(out["dbias"], 4.0))
+    # its kernel writes the states channel-last: another layout gets them copied over
+    assert c["dinitial_states"].stride(1) == 1
+    assert (c["dinitial_states"] is out["dinitial_states"]) == init_channel_last
+    assert torch.equal(out["dinitial_states"], c["dinitial_states"])
+
+
+def test_absent_bias_and_states_are_passed_as_none(monkeypatch):
+    op = _FakeOp()
+    monkeypatch.setattr(adapter, "_causal_conv1d_bwd_cpp", op)
+    kw, out = _case(torch.float32, bias=False, states=False)
+    adapter._call(**kw, out=out)
+    (c,) = op.calls
+    assert c["dbias"] is None and c["dinitial_states"] is None
+    assert set(out) == {"dx", "dweight"}
