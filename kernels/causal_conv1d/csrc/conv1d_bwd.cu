@@ -463,8 +463,8 @@ conv1d_bwd_rows_ring(const ConvBwdParams p, const int tiles_per_span) {
   unsigned issue_slot = slot0;         // and its stage's slot
   auto issue = [&]() {
     if (issued < ntiles) {
-      const int left = L - issue_ts;  // past L (a row's last tile): zero-filled
-      const int bytes = left >= E ? 16 : left > 0 ? left * int(sizeof(T)) : 0;
+      // past L (a row's last tile): zero-filled
+      const int bytes = rowpipe::bytes_before(issue_ts, L, E, int(sizeof(T)));
       const int off = bytes ? issue_ts : 0;
       rowpipe::cp_async16(issue_slot, x + off, bytes);
       rowpipe::cp_async16(issue_slot + kHalfBytes, dout + off, bytes);
