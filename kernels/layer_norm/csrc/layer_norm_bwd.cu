@@ -25,8 +25,8 @@
 //    addressing) is a fixed cost a thread, and at 8 bf16 elements it made the kernel
 //    issue-bound (ncu, H200: 43 instructions an element, 0.75 issued a scheduler). The
 //    register-resident predecessor, one row in flight a group, reached 0.41-0.75 of the
-//    copy bandwidth on the H200 at the perf shapes; this kernel 0.77-0.90 at 16384x4096
-//    and 4096x8192 (BENCHMARKS.md).
+//    copy bandwidth on the H200 at the perf shapes; this kernel 0.81-0.93 at 16384x4096
+//    and 4096x8192 (BENCHMARKS.md, 2026-11-30 thirteenth session).
 //  - Scalar rows (unaligned) of up to 2048 columns (blocks of 256 threads) and longer rows
 //    (kStream, processed in spans, twice: x, dy and gamma are read again for dx, from L2
 //    for rows up to a few MB) take ln_bwd_rows, which loads into registers.
