@@ -1,8 +1,12 @@
-"""The Dao causal-conv1d adapter's declared limits (no GPU needed: the adapter registers
-with its reason when the package is missing): the inputs that fault its kernel are refused
-before the call, and its known wrong answers are strict xfails on exactly the cases that
-have them."""
+"""The Dao causal-conv1d adapter (no GPU needed: the adapter registers with its reason when
+the package is missing): the inputs that fault its kernel are refused before the call, its
+known wrong answers are strict xfails on exactly the cases that have them, and its call
+hands Dao's op the suite's outputs as destinations (against a stand-in for the op)."""
 
+import pytest
+import torch
+
+from kernels.causal_conv1d import dao as adapter
 from suite import registry
 from suite.cases import load_cases
 
@@ -36,12 +40,6 @@ def test_padding_ids_are_known_failures_on_exactly_the_padding_cases():
 
 
 # ------------------------------------------------- the call, against a stand-in for its op
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from kernels.causal_conv1d import dao as adapter  # noqa: E402
-
 
 class _FakeOp:
     """Dao's op as the adapter sees it: writes dx and dinitial_states, adds into dweight and
