@@ -118,3 +118,29 @@ def test_module_entry_point_and_help():
     r = subprocess.run([sys.executable, "-m", "suite", "run", "--profile", "x"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
+
+
+def test_prebuild_builds_the_chosen_op_and_names_bad_choices(capsys, monkeypatch):
+    from suite import registry
+
+    built = []
+
+    def fake(op, name, enabled=True):
+        return registry.Implementation(
+            op=op, name=name, fn=lambda **kw: None, kind="ours", enabled=enabled,
+            disabled_reason="" if enabled else "no device", build=lambda: built.append(name))
+
+    impls = [fake("layer_norm", "ln_a"), fake("layer_norm", "ln_off", enabled=False),
+             fake("softmax", "sm_a")]
+    monkeypatch.setattr(registry, "implementations",
+                        lambda op=None: [i for i in impls if op in (None, i.op)])
+    assert main(["prebuild", "--op", "layer_norm"]) == 0
+    assert built == ["ln_a"]
+    out = capsys.readouterr().out
+    assert "layer_norm/ln_a: built" in out and "layer_norm/ln_off: skipped (no device)" in out
+    assert "sm_a" not in out
+    assert main(["prebuild", "--op", "layer_nrom"]) == 2
+    _one_line_error(capsys, "--op", "layer_nrom", "layer_norm")
+    assert main(["prebuild", "--op", "softmax", "--impl", "ln_a"]) == 2
+    _one_line_error(capsys, "--impl", "no implementation of softmax with a build", "ln_a")
+    assert built == ["ln_a"]

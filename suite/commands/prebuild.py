@@ -10,6 +10,7 @@ HELP = "build the CUDA extensions of the implementations ahead of a run"
 
 
 def add_arguments(p) -> None:
+    p.add_argument("--op", metavar="OP", help="only this op's implementations (default: all)")
     p.add_argument("--impl", metavar="NAMES",
                    help="comma-separated implementations to build (default: all with a build)")
 
@@ -18,11 +19,16 @@ def main(args) -> int:
     from suite import registry
     from suite.errors import SuiteInputError
 
+    if args.op:
+        registry.op(args.op, where="--op")  # an unknown op: its did-you-mean error
     wanted = {n.strip() for n in args.impl.split(",")} if args.impl else None
-    impls = [i for i in registry.implementations() if i.build is not None
+    impls = [i for i in registry.implementations(args.op) if i.build is not None
              and (wanted is None or i.name in wanted)]
-    if wanted and not impls:
-        raise SuiteInputError("--impl", f"no implementation with a build among {sorted(wanted)}")
+    if not impls:
+        scope = f" of {args.op}" if args.op else ""
+        among = f" among {sorted(wanted)}" if wanted else ""
+        raise SuiteInputError("--impl" if wanted else "--op",
+                              f"no implementation{scope} with a build{among}")
     failed = 0
     for impl in impls:
         if not impl.enabled:
