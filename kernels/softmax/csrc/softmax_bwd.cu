@@ -180,16 +180,23 @@ __device__ __forceinline__ float dot_vec(const Vec<T> &yv, const Vec<T> &dv, flo
   return acc;
 }
 
-// dx = y * (g - dot) of the chunk at `base`, elements past n not written
+// dx = y * (g - dot) of one vector, rounded once
+template <typename T, bool kDrop>
+__device__ __forceinline__ void dx_vec(const Vec<T> &yv, const Vec<T> &dv, float scale,
+                                       float dot, Vec<T> &o) {
+#pragma unroll
+  for (int i = 0; i < Vec<T>::V; ++i)
+    o.e[i] = from_f<T>(to_f<T>(yv.e[i]) * (grad<T, kDrop>(dv.e[i], scale) - dot));
+}
+
+// dx of the chunk at `base`, elements past n not written
 template <typename T, bool kVec, bool kDrop, typename Idx>
 __device__ __forceinline__ void store_chunk(T *__restrict__ dx, Idx base, int tid, int tpr,
                                             Idx n, const Vec<T> &yv, const Vec<T> &dv,
                                             float scale, float dot) {
   constexpr int V = Vec<T>::V;
   Vec<T> o;
-#pragma unroll
-  for (int i = 0; i < V; ++i)
-    o.e[i] = from_f<T>(to_f<T>(yv.e[i]) * (grad<T, kDrop>(dv.e[i], scale) - dot));
+  dx_vec<T, kDrop>(yv, dv, scale, dot, o);
   if (kVec) {
     const Idx e0 = base + Idx(tid) * V;
     if (e0 + V <= n) {
@@ -372,11 +379,9 @@ softmax_bwd_split_kernel(const SoftmaxBwdParams p) {
   }
   dot = row_sum<false, true>(dot);
 #pragma unroll
-  for (int c = 0; c < kRegs; ++c) {
+  for (int c = 0; c < kRegs; ++c) {  // whole vectors (the plan's row lengths): no tail checks
     Vec<T> o;
-#pragma unroll
-    for (int i = 0; i < V; ++i)
-      o.e[i] = from_f<T>(to_f<T>(yr[c].e[i]) * (to_f<T>(dr[c].e[i]) - dot));
+    dx_vec<T, false>(yr[c], dr[c], 1.f, dot, o);
     *reinterpret_cast<uint4 *>(dx + c * chunk + tid * V) = o.raw;
   }
 #pragma unroll
