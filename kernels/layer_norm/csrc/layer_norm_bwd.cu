@@ -47,6 +47,7 @@
 #include <algorithm>
 
 #include "../../common/csrc/convert.cuh"
+#include "../../common/csrc/dependent_launch.cuh"
 #include "../../common/csrc/dtype_dispatch.cuh"
 #include "../../common/csrc/row_pipeline.cuh"
 #include "layer_norm_bwd.h"
@@ -395,7 +396,7 @@ __global__ void __launch_bounds__(piped_threads_per_sm(sizeof(T)), 1) ln_bwd_pip
 
   rowpipe::stream_rows<kStages>(g, int(p.rows), issue, process, init_columns);
   // ln_bwd_cols may launch now: its blocks wait for this grid's writes (griddepcontrol.wait)
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  allow_dependents();
 
   if constexpr (kPartials) {
     __syncthreads();  // every thread is done with the ring: it takes the groups' sums now
@@ -532,7 +533,7 @@ ln_bwd_cols(const LnBwdParams p, const int parts) {
   __shared__ float warp_sums[kColsThreads / 32][kRedCols];
   // launched as a programmatic dependent of the main kernel: wait until its writes (the
   // workspace) are complete and visible
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  wait_for_primary();
   const int q = threadIdx.x % (kRedCols / 4), slice = threadIdx.x / (kRedCols / 4);
   const int which = blockIdx.y;
   const int n = p.n, np = round_up(n, 8);
@@ -719,16 +720,7 @@ cudaError_t layer_norm_bwd_launch(const LnBwdParams &p, const LnBwdPlan &plan,
     // A programmatic dependent launch: the launch overlaps the main kernel's last rows
     // (with gamma loaded after the first rows' copies are issued, +0.3-11% at the six perf
     // shapes, H200, 2026-11-30 seventh session; the gap between the kernels was 1.9 us).
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, ln_bwd_cols<typename decltype(w)::type>, p, plan.parts);
+    return launch_dependent(ln_bwd_cols<typename decltype(w)::type>, grid, block, stream, p,
+                            plan.parts);
   });
 }
