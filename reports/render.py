@@ -98,7 +98,7 @@ def build(current: pd.DataFrame, baseline: Optional[pd.DataFrame] = None,
           baseline_sources: Sequence[str] = ()) -> Report:
     its = items.select(current, options.cap)
     comparison = compare(baseline, current, options.rule) if baseline is not None else None
-    speed = speedup.build(its, options.baseline_impl)
+    speed = speedup.build(its, options.baseline_impl, options.rule.alpha)
     return Report(
         title=options.title,
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),

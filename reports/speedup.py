@@ -1,6 +1,11 @@
 """Implementations side by side: per case, each implementation's median time and its
 speedup over a baseline implementation (baseline time / its time: above 1 is faster),
-and per op the geometric mean of the speedups over every case both timed and passed."""
+and per op the geometric mean of the speedups over every case both timed and passed.
+
+A speedup is marked faster or slower only when it passes x(1 +- SAME) and, where both
+items kept samples, a two-sided Mann-Whitney U test of the samples gives p < ALPHA (the
+regression rule's test, suite.regression); otherwise the two are level within the run's
+noise, which is what "at least as fast as" can be judged by."""
 
 from __future__ import annotations
 
@@ -12,9 +17,19 @@ import pandas as pd
 
 from reports import fmt
 from reports.items import Items, case_label
+from suite.regression import Rule, kept_samples, mann_whitney_u
 
 
 SAME = 0.01  # speedups within 1 % of x1 are shown neutral
+ALPHA = Rule().alpha  # and so are larger ones whose samples do not differ significantly
+MIN_SAMPLES = 3  # per side, for the test (fewer: the threshold alone decides)
+
+
+def rule_text(alpha: float) -> str:
+    return (f"A speedup is coloured faster or slower only beyond ×{1 - SAME:g}–×{1 + SAME:g} "
+            f"and when a two-sided Mann-Whitney U test of the two items' kept samples gives "
+            f"p < {alpha:g} (hover a speedup for its p); otherwise the two are level within "
+            f"this run's noise.")
 
 
 @dataclass(frozen=True)
@@ -23,7 +38,8 @@ class Cell:
     speedup: fmt.Num
     valid: bool  # both passed: a speedup of a wrong result means nothing
     href: str
-    tone: str  # "faster", "slower" or "" (the baseline itself, or no speedup)
+    tone: str  # "faster", "slower" or "" (the baseline itself, no speedup, or level)
+    p: fmt.Num  # Mann-Whitney p of the two items' samples (missing: too few samples)
 
 
 @dataclass(frozen=True)
@@ -43,6 +59,7 @@ class OpSpeedup:
     geomean: tuple  # fmt.Num per implementation
     n_cases: tuple  # fmt.Num per implementation: cases in the geometric mean
     fallback: bool  # the requested baseline has no results for this op
+    rule: str  # when a speedup counts as faster or slower, for the page
 
 
 def choose_baseline(items: Items, op: str, requested: Optional[str]) -> str:
@@ -56,12 +73,29 @@ def choose_baseline(items: Items, op: str, requested: Optional[str]) -> str:
     return next((i for i in impls if kinds.get(i) == "reference"), impls[0])
 
 
+def p_value(samples, base_samples) -> Optional[float]:
+    """Two-sided Mann-Whitney U p of two items' kept samples; None with fewer than
+    MIN_SAMPLES on either side."""
+    a, b = kept_samples(samples), kept_samples(base_samples)
+    if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
+        return None
+    return mann_whitney_u(a, b).p
+
+
+def tone(speed: Optional[float], p: Optional[float], alpha: float = ALPHA) -> str:
+    """"faster" or "slower" when the speedup passes x(1 +- SAME) and is significant at
+    alpha (or untestable); "" when level."""
+    if speed is None or abs(speed - 1) < SAME or (p is not None and p >= alpha):
+        return ""
+    return "faster" if speed > 1 else "slower"
+
+
 def _geomean(values) -> Optional[float]:
     v = [x for x in values if x and x > 0 and math.isfinite(x)]
     return math.exp(sum(map(math.log, v)) / len(v)) if v else None
 
 
-def build(items: Items, requested: Optional[str]) -> tuple:
+def build(items: Items, requested: Optional[str], alpha: float = ALPHA) -> tuple:
     out = []
     for op in items.ops():
         impls = items.impls(op)
@@ -83,6 +117,8 @@ def build(items: Items, requested: Optional[str]) -> tuple:
             geo.append(fmt.times(_geomean(s)))
             n.append(fmt.count(len(s)))
         times, passed = t.to_dict(), ok.to_dict()  # impl -> case -> value: fast lookups
+        samples = rows.pivot(index="case_id", columns="impl", values="time_samples_s").to_dict() \
+            if "time_samples_s" in rows else {}
         shown = rows[rows["shown"]]
         shared = shown["case_id"].map(shown["case_id"].value_counts()) >= 2  # timed twice
         by_case = shown[shared].drop_duplicates("case_id").sort_values(
@@ -99,14 +135,15 @@ def build(items: Items, requested: Optional[str]) -> tuple:
                 b = times.get(base, {}).get(r.case_id)
                 valid = bool(passed[i][r.case_id] and passed.get(base, {}).get(r.case_id))
                 speed = b / med if i != base and b and not pd.isna(b) else None
-                tone = "" if speed is None or abs(speed - 1) < SAME else \
-                    "faster" if speed > 1 else "slower"
+                p = None if speed is None else p_value(
+                    samples.get(i, {}).get(r.case_id), samples.get(base, {}).get(r.case_id))
                 cells.append(Cell(median=fmt.seconds(med), speedup=fmt.times(speed),
                                   valid=valid, href=f"#r{anchors.get((r.case_id, i), '')}",
-                                  tone=tone))
+                                  tone=tone(speed, p, alpha), p=fmt.pvalue(p)))
             label = f"{r.case_group}/{case_label(op, r.case_group, r.case_id)}"
             listed.append(Row(r.case_id, label, fmt.nbytes(r.bytes), tuple(cells)))
         out.append(OpSpeedup(op=op, baseline=base, impls=tuple(impls), rows=tuple(listed),
                              geomean=tuple(geo), n_cases=tuple(n),
-                             fallback=bool(requested) and base != requested))
+                             fallback=bool(requested) and base != requested,
+                             rule=rule_text(alpha)))
     return tuple(out)

@@ -211,8 +211,9 @@ def latest_rows(df: pd.DataFrame) -> pd.DataFrame:
     return order.drop_duplicates(KEY, keep="last").sort_index().reset_index(drop=True)
 
 
-def _samples(value) -> list:
-    """The kept samples of a row (an array, or None / NaN without timing)."""
+def kept_samples(value) -> list:
+    """The kept samples of a row's time_samples_s (an array, or None / NaN without
+    timing)."""
     if value is None or isinstance(value, float):
         return []
     return [float(x) for x in value]
@@ -226,7 +227,7 @@ def _median(recorded, samples) -> Optional[float]:
     """The recorded median, or the samples' where it is missing."""
     if recorded is not None and not pd.isna(recorded) and recorded > 0:
         return float(recorded)
-    s = sorted(_samples(samples))
+    s = sorted(kept_samples(samples))
     if not s:
         return None
     mid = len(s) // 2
@@ -293,7 +294,7 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, rule: Rule = Rule()) 
     same = _same_flush(both)
     timed = both[same]
     for r in timed[rule.beyond(timed["ratio"])].sort_values(KEY).itertuples():
-        s_cur, s_base = _samples(r.time_samples_s), _samples(r.time_samples_s_b)
+        s_cur, s_base = kept_samples(r.time_samples_s), kept_samples(r.time_samples_s_b)
         p = mann_whitney_u(s_cur, s_base).p  # only changes beyond the factor need it
         timing.append(TimingChange(r.op, r.case_id, r.impl, r.case_group, r.m_base, r.m_cur,
                                    r.ratio, p, len(s_base), len(s_cur),

@@ -300,6 +300,44 @@ def test_speedups_and_their_geometric_mean_equal_the_parquet(perf):
             t.at[case, "torch_ref"] / t.at[case, "torch_tiled"], rel=1e-15)
 
 
+def test_speedups_are_coloured_only_when_the_samples_differ_significantly(perf):
+    from reports import speedup
+    df = perf.copy().reset_index(drop=True)
+    cases = sorted(df["case_id"].unique())[:3]
+    spread = [1 + 0.005 * ((7 * k) % 20 - 10) for k in range(20)]  # within +-5 %
+    # torch_tiled against torch_ref: twice as fast; 2 % faster inside a +-5 % spread;
+    # 0.3 % slower with no spread at all
+    for case, scale, noise in [(cases[0], 0.5, spread), (cases[1], 0.98, spread),
+                               (cases[2], 1.003, [1.0] * 20)]:
+        base = [1e-3 * x for x in noise]
+        for impl, samples in [("torch_ref", base), ("torch_tiled", [x * scale for x in base])]:
+            i = df.index[(df["case_id"] == case) & (df["impl"] == impl)][0]
+            df.at[i, "time_samples_s"] = samples
+            df.at[i, "time_median_s"] = sorted(samples)[10]
+    cells = {c: n for c, _, k, _, n in Tree(html_of(df)).values("side-by-side")
+             if k == "speedup:torch_tiled"}
+    tone = {c: set(cells[c].attrs["class"].split()) - {"speed", "invalid"} for c in cases}
+    p = {c: float(cells[c].attrs["data-p"]) for c in cases}
+    assert tone[cases[0]] == {"faster"} and p[cases[0]] < speedup.ALPHA
+    assert tone[cases[1]] == set() and p[cases[1]] > speedup.ALPHA  # level: noise
+    assert tone[cases[2]] == set() and p[cases[2]] < speedup.ALPHA  # within SAME
+    # --alpha of the report: at alpha 1 every testable difference beyond SAME counts
+    loose = {c: n for c, _, k, _, n in Tree(html_of(df, rule=Rule(alpha=1.0)))
+             .values("side-by-side") if k == "speedup:torch_tiled"}
+    assert "faster" in loose[cases[1]].attrs["class"].split()
+
+
+def test_speedup_tone_rule():
+    from reports.speedup import p_value, tone
+    a = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5]
+    assert p_value(a, [x + 10 for x in a]) < 0.01
+    assert p_value(a, a[::-1]) == pytest.approx(1.0)
+    assert p_value(a[:2], a) is None  # too few samples: untestable
+    assert tone(1.02, 0.5) == "" and tone(1.02, 0.001) == "faster"
+    assert tone(0.95, None) == "slower"  # no samples: the threshold alone decides
+    assert tone(1.005, 0.0) == "" and tone(None, None) == ""
+
+
 def test_baseline_implementation_can_be_chosen(perf):
     tree = Tree(html_of(perf, baseline_impl="torch_tiled"))
     table = tree.find(lambda n: n.tag == "table" and "data-baseline" in n.attrs)

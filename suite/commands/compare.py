@@ -25,7 +25,8 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
                         "or 1/F (faster) (default 1.10)")
     g.add_argument("--alpha", type=float, default=0.01, metavar="P",
                    help="a flagged change must also be significant: two-sided Mann-Whitney "
-                        "U test on the kept samples with p < P (default 0.01)")
+                        "U test on the kept samples with p < P (default 0.01; the report's "
+                        "side-by-side speedups are coloured by the same test)")
 
 
 def rule_from(args):
