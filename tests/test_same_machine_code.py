@@ -47,7 +47,8 @@ def test_comment_and_layout_changes_keep_the_machine_code(repo, capsys):
 
 @nvcc
 def test_changed_and_added_kernels_are_listed(repo, capsys):
-    repo.write_text(KERNEL.replace("2.f", "3.f") + "__global__ void zero(float *x) { x[0] = 0.f; }\n")
+    repo.write_text(KERNEL.replace("2.f", "3.f")
+                    + "__global__ void zero(float *x) { x[0] = 0.f; }\n")
     assert same_machine_code.main([str(repo)]) == 1
     out = capsys.readouterr().out
     assert "2 of 2 kernels differ from HEAD" in out
