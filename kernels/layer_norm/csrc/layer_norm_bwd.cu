@@ -204,6 +204,14 @@ __device__ __forceinline__ void add_columns(float *acc, int cb, int t, int tpr, 
   }
 }
 
+// s += a, component by component (in x, y, z, w order)
+__device__ __forceinline__ void add4(float4 &s, const float4 a) {
+  s.x += a.x;
+  s.y += a.y;
+  s.z += a.z;
+  s.w += a.w;
+}
+
 // The block's groups' column sums acc[g][2][np] (groups with a row only), added in group
 // order into the block's workspace row wg[2][np]. Call after a barrier. 4 columns a thread
 // (np is a multiple of 8, so j + 3 < np; columns n .. np - 1 carry whatever the staged rows
@@ -219,8 +227,8 @@ __device__ __forceinline__ void block_column_sums(const float *acc, int n, int l
     for (int g = 0; g < live; ++g) {
       const float4 a = *reinterpret_cast<const float4 *>(acc + int64_t(g) * 2 * np + j);
       const float4 b = *reinterpret_cast<const float4 *>(acc + int64_t(g) * 2 * np + np + j);
-      s0.x += a.x; s0.y += a.y; s0.z += a.z; s0.w += a.w;
-      s1.x += b.x; s1.y += b.y; s1.z += b.z; s1.w += b.w;
+      add4(s0, a);
+      add4(s1, b);
     }
     *reinterpret_cast<float4 *>(wg + j) = s0;
     *reinterpret_cast<float4 *>(wg + np + j) = s1;
@@ -554,12 +562,7 @@ ln_bwd_cols(const LnBwdParams p, const int parts) {
       }
 #pragma unroll
       for (int k = 0; k < kColsBatch; ++k) {
-        if (r0 + k * kRedSlices < parts) {
-          s.x += v[k].x;
-          s.y += v[k].y;
-          s.z += v[k].z;
-          s.w += v[k].w;
-        }
+        if (r0 + k * kRedSlices < parts) add4(s, v[k]);
       }
     }
   }

@@ -412,31 +412,27 @@ cudaError_t launch_split(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, 
 
 // The other kernels a plan can ask for (softmax_bwd_plan): vectorized warp rows hold at
 // most kWarpMaxVecs vectors (C <= 2), vectorized block rows take C = 1 or >= 4 (C = 2 only
-// as split rows), scalar block rows C >= 4.
+// as split rows, launch_split), scalar block rows C >= 4.
 template <typename T, int C, bool kWarp, bool kStream>
 cudaError_t launch_variant(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, cudaStream_t s) {
-  if constexpr (!kWarp && C == 2) {  // split rows only (launch_split)
-    return cudaErrorInvalidValue;
-  } else {
-    constexpr bool kVecPlanned = kWarp ? C <= 2 : true;
-    constexpr bool kScalarPlanned = kWarp || C >= 4;
-    if (plan.vectorized) {
-      if constexpr (kVecPlanned) {
-        if (p.dropout)
-          softmax_bwd_kernel<T, C, kWarp, true, true, kStream><<<plan.grid, plan.block, 0, s>>>(p);
-        else
-          softmax_bwd_kernel<T, C, kWarp, true, false, kStream><<<plan.grid, plan.block, 0, s>>>(p);
-        return cudaSuccess;
-      }
-    } else if constexpr (kScalarPlanned) {
+  constexpr bool kVecPlanned = kWarp ? C <= 2 : true;
+  constexpr bool kScalarPlanned = kWarp || C >= 4;
+  if (plan.vectorized) {
+    if constexpr (kVecPlanned) {
       if (p.dropout)
-        softmax_bwd_kernel<T, C, kWarp, false, true, kStream><<<plan.grid, plan.block, 0, s>>>(p);
+        softmax_bwd_kernel<T, C, kWarp, true, true, kStream><<<plan.grid, plan.block, 0, s>>>(p);
       else
-        softmax_bwd_kernel<T, C, kWarp, false, false, kStream><<<plan.grid, plan.block, 0, s>>>(p);
+        softmax_bwd_kernel<T, C, kWarp, true, false, kStream><<<plan.grid, plan.block, 0, s>>>(p);
       return cudaSuccess;
     }
-    return cudaErrorInvalidValue;
+  } else if constexpr (kScalarPlanned) {
+    if (p.dropout)
+      softmax_bwd_kernel<T, C, kWarp, false, true, kStream><<<plan.grid, plan.block, 0, s>>>(p);
+    else
+      softmax_bwd_kernel<T, C, kWarp, false, false, kStream><<<plan.grid, plan.block, 0, s>>>(p);
+    return cudaSuccess;
   }
+  return cudaErrorInvalidValue;
 }
 
 template <typename T>
@@ -456,9 +452,8 @@ cudaError_t launch_typed(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, 
     if (plan.chunks != kMaxChunks) return cudaErrorInvalidValue;
     err = launch_variant<T, kMaxChunks, false, true>(p, plan, s);
   } else {
-    switch (plan.chunks) {
+    switch (plan.chunks) {  // C = 2 block rows are split rows (above)
       case 1: err = launch_variant<T, 1, false, false>(p, plan, s); break;
-      case 2: err = launch_variant<T, 2, false, false>(p, plan, s); break;
       case 4: err = launch_variant<T, 4, false, false>(p, plan, s); break;
       case 8: err = launch_variant<T, 8, false, false>(p, plan, s); break;
       default: return cudaErrorInvalidValue;
