@@ -110,26 +110,25 @@ class CaseFile(pytest.File):
 
 
 class VerdictFailure(Exception):
-    def __init__(self, row: dict):
+    def __init__(self, row):
         self.row = row
-        super().__init__(row["reason"])
+        super().__init__(row.reason)
 
 
-class _ContextCache:
-    """The inputs and golden of the last case, shared by its implementations' items."""
-
-    key = None
-    ctx = None
+_DRIVER = pytest.StashKey["Driver"]()
 
 
-def _context(case, opts):
-    from suite.runner import CaseContext
+def _driver(config):
+    """One driver for the session: items of one case, collected one after another, share
+    the case's inputs and golden through it."""
+    if _DRIVER not in config.stash:
+        from suite.driver import Driver
+        from suite.runner import RunOptions
 
-    if _ContextCache.key != case.id:
-        _ContextCache.ctx = None  # free the previous case's tensors first
-        _ContextCache.ctx = CaseContext(registry.op(case.op), case, opts)
-        _ContextCache.key = case.id
-    return _ContextCache.ctx
+        sel = _selection(config)
+        config.stash[_DRIVER] = Driver(RunOptions(device=sel.device, golden_device=sel.device,
+                                                  repeats=sel.repeats, timing=False))
+    return config.stash[_DRIVER]
 
 
 class CaseItem(pytest.Item):
@@ -140,33 +139,24 @@ class CaseItem(pytest.Item):
 
     def runtest(self):
         from suite import cuda_fault
-        from suite.roofline import Ceilings
-        from suite.runner import RunOptions, run_item
+        from suite.outcomes import Verdict
+        from suite.plan import Plan
 
-        sel = _selection(self.config)
-        reason = self.impl.unsupported_reason(self.case.params, sel.device.type)
-        if reason:
-            pytest.skip(f"unsupported: {reason}")
-        opts = RunOptions(device=sel.device, golden_device=sel.device, repeats=sel.repeats,
-                          timing=False)
-        if cuda_fault.lost_at():  # an earlier item's fault: say which, not a CUDA error here
-            pytest.fail(cuda_fault.not_run_reason(), pytrace=False)
-        try:
-            ctx = _context(self.case, opts)
-        except Exception as e:
-            cuda_fault.note(e, f"{self.case.id} (case setup)")
-            raise
-        ceilings = Ceilings(device_name=str(sel.device), copy_gbps=None, copy_source="none",
-                            peak_tflops=None)
-        row = run_item(ctx, self.impl, {}, ceilings, {self.impl.name: self.impl})
-        self.user_properties.append(("verdict", row["verdict"]))
-        if row["verdict"] != "pass":
+        row, = _driver(self.config).rows(Plan.single(registry.op(self.case.op), self.case,
+                                                     self.impl))
+        self.user_properties.append(("verdict", row.verdict.value))
+        if row.verdict is Verdict.UNSUPPORTED:
+            pytest.skip(f"unsupported: {row.reason}")
+        if cuda_fault.lost_at() and row.reason == cuda_fault.not_run_reason():
+            # not run after an earlier item's fault: say which, not a CUDA error here
+            pytest.fail(row.reason, pytrace=False)
+        if row.verdict is not Verdict.PASS:
             raise VerdictFailure(row)
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, VerdictFailure):
             r = excinfo.value.row
-            return (f"{r['verdict']}: {r['reason']}\n"
+            return (f"{r.verdict}: {r.reason}\n"
                     f"  case {self.case.id} ({self.case.file}), seed {self.case.seed}\n"
                     f"  params {dict(self.case.params)}")
         return super().repr_failure(excinfo)

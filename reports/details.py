@@ -10,6 +10,7 @@ import pandas as pd
 
 from reports import fmt, outputs
 from reports.items import Items, case_label
+from suite.outcomes import Verdict
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def _detail(r) -> Detail:
         worst_output=name or "", worst_over=fmt.times(over), determinism=str(r.determinism),
         det_spread=fmt.sig(r.det_spread),
         median=fmt.seconds(r.time_median_s if r.timed else None),
-        note=_note(r.reason) if r.verdict != "pass" and not r.entry else "",
+        note=_note(r.reason) if r.verdict != Verdict.PASS and not r.entry else "",
         failure_href=f"#f{r.anchor}" if r.entry else "",
         roofline_href=f"#r{r.anchor}" if r.timed else "")
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from suite.regression import BAD_VERDICTS, latest_rows
+from suite.outcomes import BAD_VERDICTS, Verdict
+from suite.regression import latest_rows
 
 ITEM_BUDGET = 4000  # listed items over all sweeps (each costs a matrix cell and rows)
 MIN_GROUP_ITEMS = 40  # ... but a sweep may always list this many
@@ -32,10 +33,10 @@ class VerdictStyle:
 
 
 VERDICTS = {
-    "error": VerdictStyle("error", "!", 0),
-    "fail": VerdictStyle("fail", "✗", 1),
-    "unsupported": VerdictStyle("unsupported", "–", 3),
-    "pass": VerdictStyle("pass", "✓", 4),
+    Verdict.ERROR: VerdictStyle("error", "!", 0),
+    Verdict.FAIL: VerdictStyle("fail", "✗", 1),
+    Verdict.UNSUPPORTED: VerdictStyle("unsupported", "–", 3),
+    Verdict.PASS: VerdictStyle("pass", "✓", 4),
 }
 UNKNOWN_SEVERITY = 2  # a verdict this report does not know yet: shown, sorted early
 
@@ -44,7 +45,7 @@ def style(verdict: str) -> VerdictStyle:
     return VERDICTS.get(verdict) or VerdictStyle(str(verdict), "?", UNKNOWN_SEVERITY)
 
 
-DISPLAY_ORDER = ("pass", "fail", "error", "unsupported")  # columns of count tables
+DISPLAY_ORDER = tuple(Verdict)  # columns of count tables
 
 
 def verdict_order(present) -> list:

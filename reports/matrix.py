@@ -8,7 +8,11 @@ cases (failing first) and says how many more it holds.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from reports.items import Items, case_label, style, verdict_order
+from suite.outcomes import Determinism, Verdict
+
+UNSTABLE = (Determinism.NONDETERMINISTIC, Determinism.FAIL)  # marked in the matrix
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ def _cell(r) -> Cell:
     href = f"#f{r.anchor}" if r.entry else f"#{r.anchor}"
     title = f"{r.impl}: {r.verdict}" + (f" ({r.failure_kind})" if r.bad and
                                         isinstance(r.failure_kind, str) else "")
-    return Cell(r.verdict, s.symbol, href, title, r.determinism in ("nondeterministic", "fail"))
+    return Cell(r.verdict, s.symbol, href, title, r.determinism in UNSTABLE)
 
 
 CELL_COLUMNS = ["op", "case_group", "case_id", "impl", "verdict", "anchor", "bad", "entry",
@@ -92,7 +96,7 @@ def build(items: Items) -> tuple:
     hidden_counts = _counts(hidden.groupby(["op", "case_group"])["verdict"].value_counts())
     n_hidden = hidden.groupby(["op", "case_group"])["case_id"].nunique().to_dict()
     n_cases = rows.groupby(["op", "case_group"])["case_id"].nunique().to_dict()
-    not_pass = rows[rows["verdict"] != "pass"].groupby(["op", "case_group"]).size().to_dict()
+    not_pass = rows[rows["verdict"] != Verdict.PASS].groupby(["op", "case_group"]).size().to_dict()
     cells: dict = {}  # (op, group) -> case -> {impl: Cell}, in listing order
     shown = items.shown.sort_values("case_rank", kind="stable")
     for r in shown[CELL_COLUMNS].itertuples(index=False):

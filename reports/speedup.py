@@ -17,6 +17,7 @@ import pandas as pd
 
 from reports import fmt
 from reports.items import Items, case_label
+from suite.outcomes import Verdict
 from suite.regression import Rule, kept_samples, mann_whitney_u
 
 
@@ -104,7 +105,7 @@ def build(items: Items, requested: Optional[str], alpha: float = ALPHA) -> tuple
             continue
         base = choose_baseline(items, op, requested)
         t = rows.pivot(index="case_id", columns="impl", values="time_median_s")
-        ok = rows.pivot(index="case_id", columns="impl", values="verdict") == "pass"
+        ok = rows.pivot(index="case_id", columns="impl", values="verdict") == Verdict.PASS
         geo, n = [], []
         for i in impls:
             if i == base or i not in t or base not in t:

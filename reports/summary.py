@@ -9,6 +9,7 @@ import pandas as pd
 
 from reports import fmt
 from reports.items import Items, verdict_order
+from suite.outcomes import Determinism
 
 ENV_FIELDS = (  # (column, label)
     ("run_id", "run"), ("run_started", "started"), ("git_commit", "commit"), ("host", "host"),
@@ -16,7 +17,7 @@ ENV_FIELDS = (  # (column, label)
     ("torch_version", "torch"), ("cuda_version", "CUDA"), ("python_version", "Python"),
     ("profile", "profile"), ("l2_flush", "L2 flush"), ("timing_pacing", "GPU pacing"),
 )
-DETERMINISM = ("bitwise", "nondeterministic", "fail", "not_checked")  # Determinism values
+DETERMINISM = tuple(Determinism)  # columns of the determinism counts
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ variant is also compared with its peers (a vendor kernel absent there runs as un
 --twin adds `cuda+twin`: the shipped sources unchanged, built as their own extension and
 timed last in each case, after the variants. It is the control for the order: a case's
 implementations are timed one after the other, and at 16-25 us cases an H200 run once
-timed the same code 3-5% apart between first and third place (BENCHMARKS.md, 2026-11-30
-tenth session). A variant that beats `cuda` by less than `cuda+twin` does is not faster.
+timed the same code 3-5% apart between first and third place (docs/timing.md#warm-up).
+A variant that beats `cuda` by less than `cuda+twin` does is not faster.
 --l2-flush picks the flush before each sample (suite.timing; default clean).
 """
 
@@ -159,6 +159,12 @@ def variant_implementation(base, module, variant: Variant, ext):
                                doc=variant.why or base.doc, build=None, known_failures={})
 
 
+def _print_row(row) -> None:
+    print(f"{row.impl:<24} {row.case_id:<60} {row.verdict:<6} "
+          f"{(row.frac_copy_bw or 0):.3f} {(row.frac_same_copy or 0):.3f}",
+          file=sys.stderr, flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--op", required=True, help="op whose kernels/<op>/cuda.py is varied")
@@ -186,7 +192,9 @@ def main(argv=None) -> int:
     from kernels.cuda_build import load_extension
     from suite import registry, results, roofline, summary
     from suite.cases import load_cases
-    from suite.runner import RunOptions, run_case
+    from suite.driver import Driver, Each, Rows, Tee
+    from suite.plan import Plan
+    from suite.runner import RunOptions
 
     spec = registry.op(a.op, where="--op")
     module = importlib.import_module(f"kernels.{a.op}.cuda")
@@ -223,18 +231,14 @@ def main(argv=None) -> int:
     ceilings = roofline.load_ceilings(dev)
     if ceilings.copy_gbps is None:
         ceilings = roofline.calibrate(dev)
-    env = results.environment(dev, a.profile)
     opts = RunOptions(device=dev, golden_device=dev, repeats=a.repeats, l2_flush=a.l2_flush,
                       warmup_s=a.warmup_ms / 1e3)
-    writer = results.ResultsWriter(a.output)
-    for case in cases:
-        for row in run_case(spec, case, impls, opts, env, ceilings):
-            writer.append(row)
-            print(f"{row['impl']:<24} {row['case_id']:<60} {row['verdict']:<6} "
-                  f"{(row['frac_copy_bw'] or 0):.3f} {(row['frac_same_copy'] or 0):.3f}",
-                  file=sys.stderr, flush=True)
+    driver = Driver(opts, results.environment(dev, a.profile), ceilings)
+    writer, rows = results.ResultsWriter(a.output), Rows()
+    driver.run(Plan.of(cases, lambda op: impls, {a.op: spec}),
+               Tee(writer, rows, Each(_print_row)))
     writer.close()
-    print(summary.render(writer.rows))
+    print(summary.render(rows))
     print(f"results: {a.output}")
     return 0
 

@@ -13,11 +13,9 @@ computed and nothing is checked: correctness is the suite's job.
 spin holding the GPU while the samples are enqueued, CUDA events around the call; the
 samples are the last MARK ranges, after the warm-up's) under torch.profiler and prints
 where the events' time goes: each kernel of the call, the gaps between them, and the time
-inside the events that no kernel of the call runs in (medians over the samples). On the
-H200 that outside time was about 2.6 us a call for every implementation (behind the
-zeroing flush of the time), and LayerNorm's second kernel started 1.9 us after its first
-ended, before it became a programmatic dependent launch (BENCHMARKS.md, 2026-11-30
-seventh session):
+inside the events that no kernel of the call runs in (medians over the samples): the
+tool that showed the gap between LayerNorm's two kernels that a programmatic dependent
+launch then closed (docs/benchmark-history.md):
 
     python3 scripts/ncu_case.py --op layer_norm --impl cuda --case M4096-N8192-bf16 --timeline
 """
@@ -30,7 +28,6 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -39,7 +36,7 @@ import torch  # noqa: E402
 from suite import registry  # noqa: E402
 from suite.cases import load_cases  # noqa: E402
 from suite.errors import SuiteInputError, run_script  # noqa: E402
-from suite.runner import _timed_call  # noqa: E402
+from suite.runner import timed_call  # noqa: E402
 from suite.timing import time_call  # noqa: E402
 
 MARK = "ncu_case:call"  # the profiler range around each call (--timeline)
@@ -135,7 +132,7 @@ def main(argv=None) -> int:
     if a.timeline and device.type != "cuda":
         raise SuiteInputError("--timeline", f"times CUDA kernels; --device is {a.device}")
     inputs = spec.make_inputs(case.params, case.seed, device)
-    call = _timed_call(spec, impl, SimpleNamespace(inputs=inputs, case=case))
+    call = timed_call(spec, impl, inputs, case.params)
     if a.timeline:
         print(f"{a.op}/{a.impl} on {case.id}:")
         print("\n".join(timeline(call, device, a.samples)))

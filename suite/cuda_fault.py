@@ -3,9 +3,9 @@
 Some kernel faults (misaligned address, illegal memory access, ...) are sticky: the CUDA
 context of the process is lost, and every later CUDA call fails with the same error. The
 item that hit it keeps the error as its verdict; every later item of the process is then
-not run and gets an error naming that item, instead of a failure it did not cause. (On the
-H200, one misaligned-address fault in Dao's kernel failed the 7 items that its pytest-xdist
-worker ran after it: BENCHMARKS.md, 2026-11-30 fifth session.)
+not run and gets an error naming that item, instead of a failure it did not cause (on the
+H200 one misaligned-address fault in Dao's kernel used to fail every item its pytest-xdist
+worker ran after it).
 
 Whether an error was sticky is decided by probing the context after it, not by its message.
 """

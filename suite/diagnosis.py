@@ -31,13 +31,17 @@ passes, and a single failing item without the needed features costs log(OUTSIDE)
 from __future__ import annotations
 
 import enum
-import json
 import math
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import torch
+
+from suite.outcomes import Verdict
+
+if TYPE_CHECKING:
+    from suite.rows import ResultRow
 
 # A region holds the errors when it contains at least this share of the wrong elements;
 # not 1.0, so that a few elements just beyond tolerance elsewhere do not hide a pattern.
@@ -261,27 +265,15 @@ class Evidence:
                             if t.output == output))
 
     @classmethod
-    def from_row(cls, row: Mapping, spec: DiagnosisSpec) -> "Evidence":
-        params = json.loads(row["params_json"])
+    def from_row(cls, row: "ResultRow", spec: DiagnosisSpec) -> "Evidence":
         wrong, counts = set(), {}
-        for o in _seq(row.get("outputs")):
+        for o in row.outputs or ():
             if _output_wrong(o):
                 wrong.add(o["name"])
                 counts[o["name"]] = (int(o["n_bad"]), int(o["numel"]))
-        locs = tuple(Location(**{k: _plain(v) for k, v in dict(lo).items()})
-                     for lo in _seq(row.get("error_locations")))
-        fits = tuple(TermFit(**{k: _plain(v) for k, v in dict(t).items()})
-                     for t in _seq(row.get("error_terms")))
-        return cls(frozenset(wrong), locs, fits, spec.case_features(params), counts)
-
-
-def _seq(v) -> list:
-    """A list column value from a dict row or a pandas record (None, list, ndarray)."""
-    return [] if v is None else list(v)
-
-
-def _plain(v):
-    return v.item() if hasattr(v, "item") else v
+        locs = tuple(Location(**lo) for lo in row.error_locations or ())
+        fits = tuple(TermFit(**t) for t in row.error_terms or ())
+        return cls(frozenset(wrong), locs, fits, spec.case_features(row.params), counts)
 
 
 def _output_wrong(o: Mapping) -> bool:
@@ -306,17 +298,20 @@ class ItemDiagnosis:
     locations: tuple
     fits: tuple
 
-    def row_fields(self) -> dict:
-        return {"diagnosis": self.text,
-                "diagnosis_cause": self.causes[0] if self.causes else None,
-                "error_locations": [asdict(lo) for lo in self.locations],
-                "error_terms": [asdict(t) for t in self.fits]}
+    @property
+    def cause(self) -> Optional[str]:
+        """The best candidate cause's value, None when unclassified."""
+        return self.causes[0] if self.causes else None
 
+    @property
+    def location_records(self) -> list[dict]:
+        """The locations as the results' error_locations column stores them."""
+        return [asdict(lo) for lo in self.locations]
 
-def empty_row_fields() -> dict:
-    """The diagnosis columns of an item that passed (or was never compared)."""
-    return {"diagnosis": None, "diagnosis_cause": None, "error_locations": [],
-            "error_terms": []}
+    @property
+    def term_records(self) -> list[dict]:
+        """The term fits as the results' error_terms column stores them."""
+        return [asdict(t) for t in self.fits]
 
 
 def diagnose_item(spec: DiagnosisSpec, params: Mapping, tensors: Mapping, attrs: Mapping,
@@ -528,17 +523,17 @@ def _default_spec_for(op_name: str) -> Optional[DiagnosisSpec]:
     return ops[op_name].diagnosis if op_name in ops else None
 
 
-def diagnose_run(rows: Iterable[Mapping],
+def diagnose_run(rows: Iterable["ResultRow"],
                  spec_for: Callable[[str], Optional[DiagnosisSpec]] = _default_spec_for
                  ) -> list[RunDiagnosis]:
     """One RunDiagnosis per (op, implementation) of ops with a diagnosis hook.
 
-    Rows are result rows (dicts, or records of `suite.results.read_results`); rows of
+    Rows are typed result rows (stored ones through `suite.results.read_rows`); rows of
     schema version 1 carry no localisation and weigh on features alone."""
     groups = defaultdict(list)
     for r in rows:
-        if r["verdict"] in ("pass", "fail"):
-            groups[(r["op"], r["impl"])].append(r)
+        if r.verdict is not None and r.verdict.compared:
+            groups[(r.op, r.impl)].append(r)
     found = []
     for (op_name, impl), rs in sorted(groups.items()):
         spec = spec_for(op_name)
@@ -550,7 +545,7 @@ def diagnose_run(rows: Iterable[Mapping],
 
 def _diagnose_group(spec: DiagnosisSpec, op_name: str, impl: str, rs: list) -> RunDiagnosis:
     evs = [Evidence.from_row(r, spec) for r in rs]
-    failed = [r["verdict"] == "fail" for r in rs]
+    failed = [r.verdict is Verdict.FAIL for r in rs]
     feats = [e.features for e in evs]
     cands = [candidates(spec, e) if bad else () for e, bad in zip(evs, failed)]
     n_fail = sum(failed)
@@ -561,7 +556,7 @@ def _diagnose_group(spec: DiagnosisSpec, op_name: str, impl: str, rs: list) -> R
     main = main_out.most_common(1)[0][0] if main_out else None
     mags = []
     for r in rs:
-        m = next((o["max_abs"] for o in _seq(r.get("outputs")) if o["name"] == main
+        m = next((o["max_abs"] for o in r.outputs or () if o["name"] == main
                   and _output_wrong(o)), None)
         mags.append(float(m) if m is not None else None)
     effects = feature_effects(spec, feats, failed, mags)

@@ -150,7 +150,9 @@ def select_implementations(op_name: str, names: Optional[list], include_mutants=
     chosen = []
     for n in names:
         if ":" in n:
-            chosen.append(external_implementation(n, op_name))
+            impl = external_implementation(n, op_name)
+            if impl.op == op_name:  # a decorated one runs on its own op's cases only
+                chosen.append(impl)
         elif n in known:
             chosen.append(known[n])
         elif not any(n in {i.name for i in implementations(o)} for o in ops()):

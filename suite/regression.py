@@ -6,7 +6,7 @@ when both agree: ratio > factor (default 1.10) and p < alpha (default 0.01) is a
 regression, ratio < 1/factor and p < alpha an improvement; beyond the factor but not
 significant is `uncertain` (asv's "~"). Verdict changes and cases present in one run only
 are listed separately. Timings taken after different kinds of L2 flush (`l2_flush`) are
-not compared: the flush alone moves them (README, Timing and roofline). Pure Python and
+not compared: the flush alone moves them (docs/timing.md#l2-flush). Pure Python and
 pandas: no torch import (2 s), no scipy.
 """
 
@@ -23,8 +23,7 @@ from typing import Optional, Sequence
 import pandas as pd
 
 KEY = ["op", "case_id", "impl"]
-# suite.verdicts.Verdict values (that module imports torch; tests check they agree)
-BAD_VERDICTS = frozenset({"fail", "error"})
+from suite.outcomes import BAD_VERDICTS, Verdict
 # exact null distribution of U up to this n1*n2 (cached per size pair), else normal
 EXACT_MAX_CELLS = 2500
 # run-level columns whose difference makes timings suspect (not the host: CI runners change)
@@ -311,7 +310,7 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, rule: Rule = Rule()) 
                      .sort_values(KEY).itertuples()]
     fixed = [VerdictChange(r.op, r.case_id, r.impl, r.case_group, r.verdict_b, r.verdict,
                            r.reason_b)
-             for r in common[bad_before & (common["verdict"] == "pass")]
+             for r in common[bad_before & (common["verdict"] == Verdict.PASS)]
              .sort_values(KEY).itertuples()]
     return Comparison(rule=rule, n_common=len(common), n_timed=len(timed),
                       n_flush_differs=int((~same).sum()),

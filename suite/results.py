@@ -1,6 +1,7 @@
 """Results store: one parquet file per run, one row per (case, implementation).
 
-The schema is one explicit constant with a version in its metadata (asv's habit). A file
+The schema is derived from the typed row (suite/rows.py) and carries a version in its
+metadata (asv's habit). A file
 of an older version is upgraded in memory by numbered migration steps (`_MIGRATIONS`,
 one per version); a newer one is refused with a one-line error, never misread. The
 writer rewrites the file under a temporary name and renames it as rows arrive (at most
@@ -23,64 +24,16 @@ from typing import Iterable, Optional
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from suite import rows
 from suite.errors import SuiteInputError
+from suite.rows import ResultRow, RunInfo
 
-SCHEMA_VERSION = 5
-
-OUTPUT_STRUCT = pa.struct([
-    ("name", pa.string()), ("tol_class", pa.string()), ("numel", pa.int64()),
-    ("scale", pa.float64()), ("err", pa.float64()), ("ref_err", pa.float64()),
-    ("cond_err", pa.float64()), ("allowed", pa.float64()), ("max_abs", pa.float64()), ("max_rel", pa.float64()),
-    ("rel_l2", pa.float64()), ("n_bad", pa.int64()), ("n_nonfinite", pa.int64()),
-    ("n_unwritten", pa.int64()), ("worst_index", pa.string()),
-])
-
-# One struct per (wrong output, region) holding some of its wrong elements (suite/diagnosis)
-LOCATION_STRUCT = pa.struct([
-    ("output", pa.string()), ("region", pa.string()), ("n_bad", pa.int64()),
-    ("n_region", pa.int64()), ("share", pa.float64()), ("density", pa.float64()),
-    ("coverage", pa.float64()),
-])
-# One struct per (wrong output, reference term): error ~ coef * term, residual left
-TERM_STRUCT = pa.struct([
-    ("output", pa.string()), ("term", pa.string()), ("coef", pa.float64()),
-    ("residual", pa.float64()),
-])
-
-# Keep in step with the "Results schema" table in README.md (a test compares them).
-SCHEMA = pa.schema([
-    # run and environment (the same on every row of a file)
-    ("run_id", pa.string()), ("run_started", pa.string()), ("git_commit", pa.string()),
-    ("host", pa.string()), ("device", pa.string()), ("device_name", pa.string()),
-    ("driver", pa.string()), ("torch_version", pa.string()), ("cuda_version", pa.string()),
-    ("python_version", pa.string()), ("profile", pa.string()),
-    # case
-    ("op", pa.string()), ("case_id", pa.string()), ("case_group", pa.string()),
-    ("case_file", pa.string()), ("tags", pa.list_(pa.string())),
-    ("params_json", pa.string()), ("seed", pa.int64()),
-    # implementation
-    ("impl", pa.string()), ("impl_kind", pa.string()), ("impl_version", pa.string()),
-    # verdict
-    ("verdict", pa.string()), ("failure_kind", pa.string()), ("reason", pa.string()),
-    ("outputs", pa.list_(OUTPUT_STRUCT)),
-    # diagnosis of failing items (null / empty on the others; added in version 2)
-    ("diagnosis", pa.string()), ("diagnosis_cause", pa.string()),
-    ("error_locations", pa.list_(LOCATION_STRUCT)), ("error_terms", pa.list_(TERM_STRUCT)),
-    ("determinism", pa.string()), ("det_repeats", pa.int32()), ("det_spread", pa.float64()),
-    # timing
-    ("timing_method", pa.string()), ("time_samples_s", pa.list_(pa.float64())),
-    ("time_median_s", pa.float64()), ("time_iqr_s", pa.float64()),
-    # l2_flush: "clean", "dirty" or "none" (suite.timing; a boolean before version 4);
-    # timing_pacing: how the GPU was kept ahead of the host (version 5), null off CUDA
-    ("time_warmup", pa.int32()), ("l2_flush", pa.string()), ("timing_pacing", pa.string()),
-    # roofline
-    ("bytes", pa.int64()), ("flops", pa.int64()), ("gbps", pa.float64()),
-    ("copy_gbps", pa.float64()), ("frac_copy_bw", pa.float64()),
-    # a device copy of the same bytes timed alike (added in version 3)
-    ("same_copy_s", pa.float64()), ("frac_same_copy", pa.float64()),
-    ("arith_intensity", pa.float64()), ("bound", pa.string()),
-    ("peak_mem_bytes", pa.int64()), ("duration_s", pa.float64()),
-], metadata={b"bwd_suite_schema_version": str(SCHEMA_VERSION).encode()})
+# The schema is derived from the typed row (suite/rows.py), the one place a column is
+# declared; docs/results-schema.md documents it (a test compares them).
+SCHEMA = rows.SCHEMA
+SCHEMA_VERSION = rows.SCHEMA_VERSION
+OUTPUT_STRUCT, LOCATION_STRUCT, TERM_STRUCT = (rows.OUTPUT_STRUCT, rows.LOCATION_STRUCT,
+                                               rows.TERM_STRUCT)
 
 
 def _git_commit() -> str:
@@ -98,7 +51,7 @@ def _git_commit() -> str:
         return ""
 
 
-def environment(device, profile: str = "") -> dict:
+def environment(device, profile: str = "") -> RunInfo:
     """The run-level columns, captured once per run."""
     import torch
 
@@ -112,47 +65,63 @@ def environment(device, profile: str = "") -> dict:
                 capture_output=True, text=True, timeout=10).stdout.strip().splitlines()[0]
         except (OSError, subprocess.SubprocessError, IndexError):
             driver = ""
-    return {
-        "run_id": datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-"
-                  + uuid.uuid4().hex[:6],
-        "run_started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": _git_commit(),
-        "host": socket.gethostname(),
-        "device": str(dev),
-        "device_name": name,
-        "driver": driver,
-        "torch_version": torch.__version__,
-        "cuda_version": torch.version.cuda or "",
-        "python_version": platform.python_version(),
-        "profile": profile,
-    }
+    now = datetime.now(timezone.utc)
+    return RunInfo(
+        run_id=now.strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6],
+        run_started=now.isoformat(timespec="seconds"),
+        git_commit=_git_commit(),
+        host=socket.gethostname(),
+        device=str(dev),
+        device_name=name,
+        driver=driver,
+        torch_version=torch.__version__,
+        cuda_version=torch.version.cuda or "",
+        python_version=platform.python_version(),
+        profile=profile,
+    )
 
 
 def params_json(params) -> str:
     return json.dumps(dict(params), sort_keys=True)
 
 
+def read_rows(paths: Iterable) -> list[ResultRow]:
+    """All rows of the given files or folders as typed rows."""
+    return [ResultRow.from_record(r) for r in read_results(paths).to_dict("records")]
+
+
 class ResultsWriter:
-    """Appends rows and keeps `path` a valid parquet file of all rows written so far."""
+    """Appends rows and keeps `path` a valid parquet file of all rows written so far.
+
+    A driver sink (suite/driver.py): `add` takes typed rows; `append` also takes stored
+    records (dicts of every column), checked against the schema."""
 
     def __init__(self, path: Path, flush_every_s: float = 1.0):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.rows: list[dict] = []
+        self.records: list[dict] = []
         self.flush_every_s = flush_every_s
         self._last_flush = 0.0
 
-    def append(self, row: dict) -> None:
-        missing = set(SCHEMA.names) - set(row)
-        extra = set(row) - set(SCHEMA.names)
-        if missing or extra:
-            raise ValueError(f"result row: missing {sorted(missing)}, unknown {sorted(extra)}")
-        self.rows.append(row)
+    def add(self, row: ResultRow) -> None:
+        self.append(row)
+
+    def append(self, row: "ResultRow | dict") -> None:
+        if isinstance(row, ResultRow):
+            record = row.to_record()
+        else:
+            missing = set(SCHEMA.names) - set(row)
+            extra = set(row) - set(SCHEMA.names)
+            if missing or extra:
+                raise ValueError(f"result row: missing {sorted(missing)}, "
+                                 f"unknown {sorted(extra)}")
+            record = dict(row)
+        self.records.append(record)
         if time.monotonic() - self._last_flush >= self.flush_every_s:
             self.flush()
 
     def flush(self) -> None:
-        table = pa.Table.from_pylist(self.rows, schema=SCHEMA)
+        table = pa.Table.from_pylist(self.records, schema=SCHEMA)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         pq.write_table(table, tmp)
         os.replace(tmp, self.path)
@@ -227,7 +196,7 @@ def read_table(path: Path) -> pa.Table:
         table = pq.read_table(path)
     except (OSError, pa.ArrowInvalid) as e:
         raise SuiteInputError(str(path), f"not a readable parquet file: {e}") from None
-    version = (table.schema.metadata or {}).get(b"bwd_suite_schema_version")
+    version = (table.schema.metadata or {}).get(rows.VERSION_KEY)
     if version is None:
         raise SuiteInputError(str(path), "not a bwd-suite results file (no schema version)")
     version = int(version)

@@ -136,7 +136,7 @@ def same_bytes_copy_s(device: torch.device | str, nbytes: int | None,
     the copy alone). The calibrated copy bandwidth is the asymptote of a 2 GiB copy; a call
     of a case's size also pays the method's fixed cost (on an H200 a one-element kernel
     times 3.7 us; after the clean flush a copy of 201 MB reaches 0.97 of the calibrated
-    bandwidth, one of 50 MB 0.75: BENCHMARKS.md, 2026-11-30 tenth session), so this time
+    bandwidth, one of 50 MB 0.75: docs/timing.md#same-bytes-copy), so this time
     is a yardstick of the case's size for a kernel moving those bytes (not a ceiling:
     kernels beat torch's copy). Measured once per device, byte count and timing options
     in a process; None below 2 bytes or when the two buffers do not fit in memory."""

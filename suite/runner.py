@@ -15,21 +15,23 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, Optional
+from typing import Callable, Iterator, Mapping, Optional
 
 import torch
 
 from suite import cuda_fault, registry
 from suite.cases import Case
-from suite.diagnosis import diagnose_item, empty_row_fields
+from suite.diagnosis import diagnose_item
 from suite.inputs import DTYPES, generator, perturbed, poison_
 from suite.opspec import CaseInputs, OpSpec, call_once
+from suite.outcomes import Determinism, FailureKind, Verdict
 from suite.registry import Implementation
 from suite.results import params_json
 from suite.roofline import Ceilings, roofline, same_bytes_copy_s
+from suite.rows import ResultRow, RunInfo
 from suite.timing import DEFAULT_WARMUP_S, time_call
-from suite.verdicts import (Determinism, FailureKind, OutputCheck, Verdict, check_output,
-                            classify_determinism, modified_inputs, normalized_error, snapshot)
+from suite.verdicts import (OutputCheck, check_output, classify_determinism, modified_inputs,
+                            normalized_error, snapshot)
 
 
 @dataclass(frozen=True)
@@ -108,43 +110,44 @@ class CaseContext:
         return self.ref_errs
 
 
-def _base_row(env: Mapping, case: Case, impl: Implementation, spec: OpSpec) -> dict:
+def _row(run: Optional[RunInfo], case: Case, impl: Implementation, spec: OpSpec) -> ResultRow:
     p = case.params
-    return dict(env, op=case.op, case_id=case.id, case_group=case.group, case_file=case.file,
-                tags=sorted(case.tags), params_json=params_json(p), seed=case.seed,
-                impl=impl.name, impl_kind=impl.kind, impl_version=impl.version,
-                verdict=None, failure_kind=None, reason="", outputs=[],
-                determinism=Determinism.NOT_CHECKED.value, det_repeats=0, det_spread=None,
-                timing_method=None, time_samples_s=[], time_median_s=None, time_iqr_s=None,
-                time_warmup=None, l2_flush=None, timing_pacing=None, bytes=spec.bytes(p),
-                flops=spec.flops(p),
-                gbps=None, copy_gbps=None, frac_copy_bw=None, same_copy_s=None,
-                frac_same_copy=None, arith_intensity=None,
-                bound=None, peak_mem_bytes=None, duration_s=None, **empty_row_fields())
+    return ResultRow.start(run, op=case.op, case_id=case.id, case_group=case.group,
+                           case_file=case.file, tags=sorted(case.tags),
+                           params_json=params_json(p), seed=case.seed, impl=impl.name,
+                           impl_kind=impl.kind, impl_version=impl.version,
+                           bytes=spec.bytes(p), flops=spec.flops(p))
 
 
-def _timed_call(spec: OpSpec, impl: Implementation, ctx: CaseContext):
-    """A zero-argument closure running the backward only, outputs allocated outside."""
-    t, p = ctx.inputs, ctx.case.params
+def timed_call(spec: OpSpec, impl: Implementation, inputs: CaseInputs,
+               params: Mapping) -> Callable[[], object]:
+    """The call the suite times, as a zero-argument closure: the implementation's backward
+    alone, its outputs allocated once outside (not poisoned: timing never sees the NaN
+    fill). Scripts that profile or time an item outside a run use this."""
     if spec.invoke is call_once:
-        out = spec.empty_outputs(t, p)
-        return lambda: impl.fn(**t.tensors, **t.attrs, out=out)
-    return lambda: spec.call(impl.fn, t, p, lambda empties: dict(empties))
+        out = spec.empty_outputs(inputs, params)
+        return lambda: impl.fn(**inputs.tensors, **inputs.attrs, out=out)
+    return lambda: spec.call(impl.fn, inputs, params, lambda empties: dict(empties))
 
 
-def run_item(ctx: CaseContext, impl: Implementation, env: Mapping, ceilings: Ceilings,
-             impls_by_name: Mapping[str, Implementation]) -> dict:
-    spec, case, opts = ctx.spec, ctx.case, ctx.opts
-    row = _base_row(env, case, impl, spec)
-    started = time.perf_counter()
+def _not_run(row: ResultRow, impl: Implementation, case: Case, opts: RunOptions) -> bool:
+    """Finish `row` without a call when the item cannot run: outside the implementation's
+    features or device, or after this process lost its CUDA context."""
     reason = impl.unsupported_reason(case.params, opts.device.type)
     if reason:
-        row.update(verdict=Verdict.UNSUPPORTED.value, reason=reason, duration_s=0.0)
-        return row
+        row.finish(Verdict.UNSUPPORTED, reason, duration_s=0.0)
+    elif cuda_fault.lost_at():
+        row.finish(Verdict.ERROR, cuda_fault.not_run_reason(), FailureKind.EXCEPTION,
+                   duration_s=0.0)
+    return row.verdict is not None
 
-    if cuda_fault.lost_at():
-        row.update(verdict=Verdict.ERROR.value, failure_kind=FailureKind.EXCEPTION.value,
-                   reason=cuda_fault.not_run_reason(), duration_s=0.0)
+
+def run_item(ctx: CaseContext, impl: Implementation, run: Optional[RunInfo],
+             ceilings: Ceilings, impls_by_name: Mapping[str, Implementation]) -> ResultRow:
+    spec, case, opts = ctx.spec, ctx.case, ctx.opts
+    row = _row(run, case, impl, spec)
+    started = time.perf_counter()
+    if _not_run(row, impl, case, opts):
         return row
 
     ref_errs = ctx.yardstick_errors(impls_by_name)
@@ -157,7 +160,7 @@ def run_item(ctx: CaseContext, impl: Implementation, env: Mapping, ceilings: Cei
         first = spec.call(impl.fn, ctx.inputs, case.params, _poisoned)
         _sync(dev)
         if dev.type == "cuda":
-            row["peak_mem_bytes"] = torch.cuda.max_memory_allocated(dev) - base_mem
+            row.peak_mem_bytes = torch.cuda.max_memory_allocated(dev) - base_mem
         repeats = []
         for _ in range(opts.repeats - 1):
             repeats.append(spec.call(impl.fn, ctx.inputs, case.params, _poisoned))
@@ -165,18 +168,17 @@ def run_item(ctx: CaseContext, impl: Implementation, env: Mapping, ceilings: Cei
     except Exception as e:  # noqa: BLE001 - the verdict keeps the message
         tb = traceback.extract_tb(e.__traceback__)[-1]
         sticky = cuda_fault.note(e, f"{case.id} [{impl.name}]")
-        row.update(verdict=Verdict.ERROR.value, failure_kind=FailureKind.EXCEPTION.value,
-                   reason=f"{type(e).__name__}: {e} ({tb.filename.rsplit('/', 1)[-1]}:"
-                          f"{tb.lineno})" + ("; the CUDA context is lost: later items of "
-                                             "this process are not run" if sticky else ""),
-                   duration_s=time.perf_counter() - started)
-        return row
+        lost = "; the CUDA context is lost: later items of this process are not run"
+        return row.finish(Verdict.ERROR,
+                          f"{type(e).__name__}: {e} ({tb.filename.rsplit('/', 1)[-1]}:"
+                          f"{tb.lineno})" + (lost if sticky else ""),
+                          FailureKind.EXCEPTION, duration_s=time.perf_counter() - started)
 
     checks: list[OutputCheck] = [
         check_output(o, first[o.name], ctx.golden[o.name], ref_errs[o.name], ctx.case_dtype,
                      ctx.cond_errs[o.name])
         for o in ctx.outputs]
-    row["outputs"] = [c.as_row() for c in checks]
+    row.outputs = [c.as_row() for c in checks]
     failures = [(c.failure, c.message) for c in checks if c.failure]
     changed = modified_inputs(before, ctx.inputs.tensors)
     if changed:
@@ -188,7 +190,7 @@ def run_item(ctx: CaseContext, impl: Implementation, env: Mapping, ceilings: Cei
     det = classify_determinism({o.name: first[o.name] for o in ctx.outputs},
                                [{o.name: r[o.name] for o in ctx.outputs} for r in repeats],
                                ctx.golden, {c.name: c.allowed for c in checks})
-    row.update(determinism=det.result.value, det_repeats=det.repeats, det_spread=det.spread)
+    row.determinism, row.det_repeats, row.det_spread = det.result, det.repeats, det.spread
     if det.result is Determinism.FAIL or (
             impl.deterministic and det.result is Determinism.NONDETERMINISTIC):
         claim = " (the implementation claims bitwise reductions)" if impl.deterministic else ""
@@ -197,65 +199,90 @@ def run_item(ctx: CaseContext, impl: Implementation, env: Mapping, ceilings: Cei
     if ctx.ref_failure:
         failures.append((FailureKind.EXCEPTION, ctx.ref_failure))
     if failures:
-        row.update(verdict=Verdict.FAIL.value, failure_kind=failures[0][0].value,
-                   reason="; ".join(m for _, m in failures))
-        row.update(_diagnosis(ctx, first, checks))
+        row.finish(Verdict.FAIL, "; ".join(m for _, m in failures), failures[0][0])
+        _diagnose(row, ctx, first, checks)
     else:
-        row["verdict"] = Verdict.PASS.value
+        row.finish(Verdict.PASS)
 
     if opts.timing:
-        how = dict(warmup=opts.warmup, warmup_s=opts.warmup_s, repeats=opts.samples,
-                   max_time_s=opts.max_time_s, l2_flush=opts.l2_flush)
-        timing = time_call(_timed_call(spec, impl, ctx), dev, **how)
-        roof = roofline(row["bytes"], row["flops"], timing.median_s, ceilings)
-        # a yardstick of the case's size: a device copy of its bytes, timed alike
-        copy_s = same_bytes_copy_s(dev, row["bytes"], **how)
-        frac_same = copy_s / timing.median_s if copy_s and timing.median_s else None
-        row.update(timing_method=timing.method, time_samples_s=list(timing.samples_s),
-                   time_median_s=timing.median_s, time_iqr_s=timing.iqr_s,
-                   time_warmup=timing.warmup, l2_flush=timing.l2_flush,
-                   timing_pacing=timing.pacing, gbps=roof.gbps,
-                   copy_gbps=ceilings.copy_gbps, frac_copy_bw=roof.frac_copy_bw,
-                   same_copy_s=copy_s, frac_same_copy=frac_same,
-                   arith_intensity=roof.arith_intensity, bound=roof.bound)
-    row["duration_s"] = time.perf_counter() - started
+        _time(row, spec, impl, ctx, ceilings)
+    row.duration_s = time.perf_counter() - started
     return row
 
 
-def _diagnosis(ctx: CaseContext, outputs: Mapping, checks: list) -> dict:
+def _time(row: ResultRow, spec: OpSpec, impl: Implementation, ctx: CaseContext,
+          ceilings: Ceilings) -> None:
+    """The timing and roofline columns: the backward call alone, then a device copy of the
+    case's bytes timed alike (a yardstick of the case's own size)."""
+    opts = ctx.opts
+    how = dict(warmup=opts.warmup, warmup_s=opts.warmup_s, repeats=opts.samples,
+               max_time_s=opts.max_time_s, l2_flush=opts.l2_flush)
+    timing = time_call(timed_call(spec, impl, ctx.inputs, ctx.case.params), opts.device, **how)
+    roof = roofline(row.bytes, row.flops, timing.median_s, ceilings)
+    copy_s = same_bytes_copy_s(opts.device, row.bytes, **how)
+    row.timing_method, row.time_samples_s = timing.method, list(timing.samples_s)
+    row.time_median_s, row.time_iqr_s = timing.median_s, timing.iqr_s
+    row.time_warmup, row.l2_flush, row.timing_pacing = (timing.warmup, timing.l2_flush,
+                                                        timing.pacing)
+    row.gbps, row.copy_gbps, row.frac_copy_bw = roof.gbps, ceilings.copy_gbps, roof.frac_copy_bw
+    row.same_copy_s = copy_s
+    row.frac_same_copy = copy_s / timing.median_s if copy_s and timing.median_s else None
+    row.arith_intensity, row.bound = roof.arith_intensity, roof.bound
+
+
+def _diagnose(row: ResultRow, ctx: CaseContext, outputs: Mapping, checks: list) -> None:
     """Localisation and likely cause of the wrong outputs (op hook), never fatal."""
     spec = ctx.spec
     if spec.diagnosis is None or not any(c.failure for c in checks):
-        return {}
+        return
     try:
         found = diagnose_item(spec.diagnosis, ctx.case.params, ctx.f64, ctx.inputs.attrs,
                               ctx.golden, outputs, checks)
     except Exception as e:  # noqa: BLE001 - a diagnosis bug must not lose the verdict
-        return {"diagnosis": f"diagnosis failed: {type(e).__name__}: {e}"}
-    return found.row_fields()
-
-
-def run_case(spec: OpSpec, case: Case, impls: list, opts: RunOptions, env: Mapping,
-             ceilings: Ceilings) -> Iterator[dict]:
-    """Rows for every implementation of one case (inputs and golden built once)."""
-    by_name = {i.name: i for i in impls}
-    ctx, failed = None, None
-    if not cuda_fault.lost_at():
-        try:
-            ctx = CaseContext(spec, case, opts)
-        except Exception as e:  # noqa: BLE001 - a broken input factory or golden is an error row
-            cuda_fault.note(e, f"{case.id} (case setup)")
-            failed = f"case setup failed: {type(e).__name__}: {e}"
-    if ctx is None:
-        for impl in impls:
-            row = _base_row(env, case, impl, spec)
-            reason = impl.unsupported_reason(case.params, opts.device.type)
-            if reason:
-                row.update(verdict=Verdict.UNSUPPORTED.value, reason=reason, duration_s=0.0)
-            else:
-                row.update(verdict=Verdict.ERROR.value, failure_kind=FailureKind.EXCEPTION.value,
-                           reason=failed or cuda_fault.not_run_reason(), duration_s=0.0)
-            yield row
+        row.diagnosis = f"diagnosis failed: {type(e).__name__}: {e}"
         return
+    row.diagnosis, row.diagnosis_cause = found.text, found.cause
+    row.error_locations, row.error_terms = found.location_records, found.term_records
+
+
+def case_context(spec: OpSpec, case: Case, opts: RunOptions) -> "CaseContext | str":
+    """The case's shared context, or why it could not be built (an error row's reason)."""
+    try:
+        return CaseContext(spec, case, opts)
+    except Exception as e:  # noqa: BLE001 - a broken input factory or golden is an error row
+        cuda_fault.note(e, f"{case.id} (case setup)")
+        return f"case setup failed: {type(e).__name__}: {e}"
+
+
+class ContextCache:
+    """The last case's context (or its setup failure), for items of one case that arrive
+    one at a time (pytest's); the previous case's tensors are freed first."""
+
+    def __init__(self):
+        self._key, self._value = None, None
+
+    def get(self, spec: OpSpec, case: Case, opts: RunOptions) -> "CaseContext | str":
+        key = (spec.name, case.id, case.file, opts)
+        if key != self._key:
+            self._key, self._value = None, None
+            self._value, self._key = case_context(spec, case, opts), key
+        return self._value
+
+
+def run_case(spec: OpSpec, case: Case, impls: list, opts: RunOptions,
+             run: Optional[RunInfo], ceilings: Ceilings,
+             contexts: Optional[ContextCache] = None) -> Iterator[ResultRow]:
+    """Rows for every implementation of one case. Inputs and golden are built once, and
+    only when some implementation can run the case."""
+    by_name = {i.name: i for i in impls}
+    contexts = contexts if contexts is not None else ContextCache()
     for impl in impls:
-        yield run_item(ctx, impl, env, ceilings, by_name)
+        row = _row(run, case, impl, spec)
+        if _not_run(row, impl, case, opts):
+            yield row
+            continue
+        ctx = contexts.get(spec, case, opts)
+        if isinstance(ctx, str):
+            yield row.finish(Verdict.ERROR, ctx, FailureKind.EXCEPTION, duration_s=0.0)
+        else:
+            yield run_item(ctx, impl, run, ceilings, by_name)

@@ -8,7 +8,10 @@ import math
 from collections import defaultdict
 from typing import Iterable
 
-VERDICTS = ("pass", "fail", "error", "unsupported")
+from suite.outcomes import Determinism, Verdict
+from suite.rows import ResultRow
+
+VERDICTS = tuple(Verdict)
 MAX_FAILURES_SHOWN = 20
 
 
@@ -32,45 +35,45 @@ def _run_diagnoses(rows: list) -> list:
     return ["\nlikely causes across the run:"] + [f"  {d.impl}: {d.text}" for d in found]
 
 
-def render(rows: Iterable[dict]) -> str:
+def render(rows: Iterable[ResultRow]) -> str:
     rows = list(rows)
     groups = defaultdict(list)
     for r in rows:
-        groups[(r["op"], r["impl"])].append(r)
+        groups[(r.op, r.impl)].append(r)
     head = (f"{'op':<16} {'implementation':<30} {'items':>5} "
             + " ".join(f"{v:>11}" for v in VERDICTS)
             + f" {'bitwise':>8} {'median GB/s':>12} {'frac copy':>10} {'same copy':>10}")
     lines = [head, "-" * len(head)]
     for (op, impl), rs in sorted(groups.items()):
-        counts = [sum(r["verdict"] == v for r in rs) for v in VERDICTS]
-        timed = [r for r in rs if r["verdict"] == "pass" and r.get("gbps")]
-        gbps = sorted(r["gbps"] for r in timed)
+        counts = [sum(r.verdict is v for r in rs) for v in VERDICTS]
+        timed = [r for r in rs if r.verdict is Verdict.PASS and r.gbps]
+        gbps = sorted(r.gbps for r in timed)
         med = gbps[len(gbps) // 2] if gbps else None
-        frac = _geomean([r.get("frac_copy_bw") for r in timed])
-        same = _geomean([r.get("frac_same_copy") for r in timed])
-        bitwise = sum(r["determinism"] == "bitwise" for r in rs)
+        frac = _geomean([r.frac_copy_bw for r in timed])
+        same = _geomean([r.frac_same_copy for r in timed])
+        bitwise = sum(r.determinism is Determinism.BITWISE for r in rs)
         lines.append(f"{op:<16} {impl:<30} {len(rs):>5} "
                      + " ".join(f"{n:>11}" for n in counts)
                      + f" {bitwise:>8} {_fmt(med, '12.4g')} {_fmt(frac, '10.3g')}"
                      + f" {_fmt(same, '10.3g')}")
-    bad = [r for r in rows if r["verdict"] in ("fail", "error")]
+    bad = [r for r in rows if r.verdict.bad]
     if bad:
         lines.append(f"\n{len(bad)} failing items"
                      + (f" (first {MAX_FAILURES_SHOWN})" if len(bad) > MAX_FAILURES_SHOWN else "")
                      + ":")
         for r in bad[:MAX_FAILURES_SHOWN]:
-            lines.append(f"  {r['verdict'].upper():5} {r['impl']} {r['case_id']}")
-            lines.append(f"        {r['reason'][:400]}")
-            if r.get("diagnosis"):
-                lines.append(f"        diagnosis: {r['diagnosis'][:400]}")
+            lines.append(f"  {r.verdict.upper():5} {r.impl} {r.case_id}")
+            lines.append(f"        {r.reason[:400]}")
+            if r.diagnosis:
+                lines.append(f"        diagnosis: {r.diagnosis[:400]}")
         lines += _run_diagnoses(rows)
     lines.append("\nframe: 'frac copy' is the geometric mean over passing items of GB/s "
                  "(compulsory bytes / median time) over the measured copy bandwidth;\n"
                  "'same copy' of the time of a device copy of the item's bytes, timed "
                  "alike, over its median (1: as fast as copying them).")
     # the flush applies to CUDA timings only (CPU rows say "none" and have no such option)
-    flushes = sorted({r["l2_flush"] for r in rows
-                      if r.get("l2_flush") and r.get("timing_method") == "cuda_events"})
+    flushes = sorted({r.l2_flush for r in rows
+                      if r.l2_flush and r.timing_method == "cuda_events"})
     if flushes:
         how = {"none": "without an L2 flush"}
         lines[-1] += ("\ntimed " + " / ".join(how.get(k, f"after a {k} L2 flush") for k in flushes)

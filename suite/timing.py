@@ -12,24 +12,18 @@ even when taken again behind a longer one). The samples' events are read after o
 synchronize at the end (with no warm-up, also after the first sample, which then sizes the
 time budget).
 
-Both measured on an H200 (BENCHMARKS.md, 2026-11-30 eleventh session):
-- The warm-up is at least `warmup` calls and, on CUDA, at least `warmup_s` of their time
-  (25 ms by default, as `triton.testing.do_bench`). With 3 calls alone, the implementation
-  timed first in a case was 2-5% slower at the 15-25 us cases than the same kernel timed
-  last; with 25 ms it was not. The cause was not found.
-- The hold replaced a spin before each sample of twice the host time of a call, which
-  differs by implementation: the same kernel then timed 2.5% slower after Liger's timing
-  than before it (softmax 8192x1024 fp32, 25.9 against 25.3 us, 6 of 6 pairs), and with
-  the hold the order moved an implementation's mean by at most 0.8%.
+The warm-up is at least `warmup` calls and, on CUDA, at least `warmup_s` of their time
+(25 ms by default, as `triton.testing.do_bench`): with a few calls alone, the implementation
+timed first in a case ran slower than the same kernel timed last (docs/timing.md#warm-up).
+The single hold replaced a spin before each sample, whose length depended on the
+implementation's host time and so on the order of implementations (docs/timing.md#pacing).
 
-The flush (`l2_flush`):
+The flush (`l2_flush`, docs/timing.md#l2-flush):
 - "clean" (the default) reads the buffer: the case's lines are evicted, and the lines left
   in the L2 are clean, so the timed call writes back only its own data.
 - "dirty" zeroes it, as `triton.testing.do_bench` does (nvbench's memset likewise): the case
   is as cold, but the L2 is left full of the flush's dirty lines, which the timed call
-  writes back as it evicts them. On an H200 that added 3.6 us to a copy of 201 MB (51.8
-  against 48.2 us) and 5.2 us to the softmax backward at 4096x8192 bf16 (BENCHMARKS.md,
-  2026-11-30 tenth session): a cost set by the L2's size, not by the work timed.
+  writes back as it evicts them: a cost set by the L2's size, not by the work timed.
 - "none": no flush (data of the previous sample may still be cached).
 
 On CPU the clock is `time.perf_counter` around each call, with no flush ("none").

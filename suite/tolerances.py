@@ -16,7 +16,7 @@ err_conditioning is how far the float64 golden moves when every input is perturb
 fp32 rounding (relative 2^-23, random sign): the accuracy an fp32 computation cannot beat
 on this case. The ratio of two maximum errors is unstable on ill-conditioned cases (large
 SiLU pre-activations): two correct fp32 implementations were 4x apart at x_scale 1000,
-while both stayed within 6.4x of this estimate (CPU, 60 cases per scale, 2026-11-29).
+while both stayed within 6.4x of this estimate (CPU, 60 cases per scale).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ COND_FACTOR = 8.0
 # Absolute cap on the normalized error, by the dtype of the case's activations, so that a
 # poor yardstick cannot excuse a gross error. Dao's own tests allow atol 5e-2 in bf16,
 # 5e-3 in fp16 and 1e-3 in fp32 on unit-scale data. Measured on the H200 over the gpu
-# profile (2026-11-29), the eager yardstick's worst normalized error was 1.3e-2 in bf16,
+# profile, the eager yardstick's worst normalized error was 1.3e-2 in bf16,
 # 2.3e-3 in fp16 and 5.6e-7 in fp32; the caps leave a factor of 4 or more above those.
 # (16-bit eager at x_scale 1000 reached 0.13 bf16 / 0.023 fp16: with pre-activations in
 # the thousands one bf16 ulp is 4, so those cases are fp32 only; see basic.toml.)

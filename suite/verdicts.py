@@ -7,7 +7,6 @@ False (tritonbench's wart). Metrics are computed in float64 on the golden's devi
 
 from __future__ import annotations
 
-import enum
 from dataclasses import asdict, dataclass
 from typing import Mapping, Optional, Sequence
 
@@ -16,31 +15,7 @@ import torch
 from suite import tolerances
 from suite.inputs import is_poison
 from suite.opspec import OutputSpec
-
-
-class Verdict(enum.Enum):
-    PASS = "pass"
-    FAIL = "fail"
-    ERROR = "error"  # the implementation raised
-    UNSUPPORTED = "unsupported"  # outside the implementation's declared features
-
-
-class FailureKind(enum.Enum):
-    MISMATCH = "mismatch"
-    UNWRITTEN = "unwritten output"
-    NONFINITE = "non-finite output"
-    INPUT_MODIFIED = "input modified"
-    NONDETERMINISTIC = "nondeterministic"
-    EXCEPTION = "exception"
-
-
-class Determinism(enum.Enum):
-    """Over R calls on the same inputs (tritonbench's DeterminismResult)."""
-
-    BITWISE = "bitwise"  # every repeat bit-for-bit equal to the first
-    NONDETERMINISTIC = "nondeterministic"  # repeats differ, each within tolerance
-    FAIL = "fail"  # some repeat differs beyond tolerance (or is unwritten / not finite)
-    NOT_CHECKED = "not_checked"
+from suite.outcomes import Determinism, FailureKind, Verdict  # noqa: F401 - re-exported
 
 
 @dataclass(frozen=True)

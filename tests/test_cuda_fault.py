@@ -35,17 +35,17 @@ def test_later_items_and_cases_name_the_item_that_lost_the_context(probe):
     opts = RunOptions(device=CPU, golden_device=CPU, repeats=1, timing=False)
     first = make_case()
     rows = list(run_case(SPEC, first, [impl(_boom(probe), "boom"), impl(correct, "ok")],
-                         opts, {}, CEIL))
-    assert rows[0]["verdict"] == "error"
-    assert "misaligned address" in rows[0]["reason"] and "later items" in rows[0]["reason"]
-    assert rows[1]["verdict"] == "error"
-    assert rows[1]["reason"].startswith("not run") and f"{first.id} [boom]" in rows[1]["reason"]
+                         opts, None, CEIL))
+    assert rows[0].verdict == "error"
+    assert "misaligned address" in rows[0].reason and "later items" in rows[0].reason
+    assert rows[1].verdict == "error"
+    assert rows[1].reason.startswith("not run") and f"{first.id} [boom]" in rows[1].reason
 
     unsupported = impl(correct, "w4", supports=lambda p: "width > 4" if p["width"] > 4 else None)
     rows = list(run_case(SPEC, make_case(width=5), [impl(correct, "ok"), unsupported],
-                         opts, {}, CEIL))
-    assert rows[0]["verdict"] == "error" and f"{first.id} [boom]" in rows[0]["reason"]
-    assert rows[1]["verdict"] == "unsupported"
+                         opts, None, CEIL))
+    assert rows[0].verdict == "error" and f"{first.id} [boom]" in rows[0].reason
+    assert rows[1].verdict == "unsupported"
 
 
 def test_an_error_that_leaves_the_context_working_blames_nothing(probe):
@@ -54,9 +54,9 @@ def test_an_error_that_leaves_the_context_working_blames_nothing(probe):
 
     opts = RunOptions(device=CPU, golden_device=CPU, repeats=1, timing=False)
     rows = list(run_case(SPEC, make_case(), [impl(raises, "raises"), impl(correct, "ok")],
-                         opts, {}, CEIL))
-    assert rows[0]["verdict"] == "error" and "later items" not in rows[0]["reason"]
-    assert rows[1]["verdict"] == "pass", rows[1]["reason"]
+                         opts, None, CEIL))
+    assert rows[0].verdict == "error" and "later items" not in rows[0].reason
+    assert rows[1].verdict == "pass", rows[1].reason
     assert cuda_fault.lost_at() is None
 
 

@@ -19,6 +19,7 @@ from suite.cases import Case
 from suite.errors import SuiteInputError
 from suite.registry import Implementation
 from suite.roofline import Ceilings
+from suite.rows import ResultRow
 from suite.runner import CaseContext, RunOptions, run_item
 
 SPEC = registry.op("causal_conv1d")
@@ -43,7 +44,7 @@ def planted(perturb, **params) -> dict:
         perturb(out, ctx)
 
     impl = Implementation(op="causal_conv1d", name="planted", fn=fn, kind="external")
-    return run_item(ctx, impl, {}, CEIL, {})
+    return run_item(ctx, impl, None, CEIL, {})
 
 
 def contribution(ctx, time_mask) -> dict:
@@ -66,7 +67,7 @@ def halo_outputs(L, T=64, H=3):
 
 
 def location(row, output, region):
-    return next((lo for lo in row["error_locations"]
+    return next((lo for lo in row.error_locations
                  if lo["output"] == output and lo["region"] == region), None)
 
 
@@ -77,11 +78,11 @@ def test_noise_in_the_last_steps_of_each_tile_without_silu_is_the_right_halo():
         out["dx"][..., tile_tails(200)] += 1.0
 
     row = planted(perturb, seqlen=200, activation="none")
-    assert row["verdict"] == "fail"
-    assert row["diagnosis_cause"] == "right_halo", row["diagnosis"]
+    assert row.verdict == "fail"
+    assert row.diagnosis_cause == "right_halo", row.diagnosis
     lo = location(row, "dx", "tile_tail_64")
     assert lo["share"] == 1.0 and lo["density"] == 1.0
-    assert "in the last 3 steps of each 64-step tile" in row["diagnosis"]
+    assert "in the last 3 steps of each 64-step tile" in row.diagnosis
     assert location(row, "dx", "seq_tail") is None  # the sequence end is right
 
 
@@ -90,8 +91,8 @@ def test_the_same_noise_with_silu_points_at_the_recompute_not_the_halo_load():
         out["dx"][..., tile_tails(200)] += 1.0
 
     row = planted(perturb, seqlen=200, activation="silu")
-    assert row["diagnosis_cause"] == "silu_recompute_halo", row["diagnosis"]
-    fit = next(t for t in row["error_terms"] if t["term"] == "tile_halo_64")
+    assert row.diagnosis_cause == "silu_recompute_halo", row.diagnosis
+    fit = next(t for t in row.error_terms if t["term"] == "tile_halo_64")
     assert fit["residual"] > 0.5  # a constant is not the halo's contribution
 
 
@@ -101,10 +102,10 @@ def test_minus_the_halo_contribution_is_the_right_halo_even_with_silu():
         out["dx"] -= part.float()
 
     row = planted(perturb, seqlen=200, activation="silu")
-    assert row["diagnosis_cause"] == "right_halo", row["diagnosis"]
-    fit = next(t for t in row["error_terms"] if t["term"] == "tile_halo_64")
+    assert row.diagnosis_cause == "right_halo", row.diagnosis
+    fit = next(t for t in row.error_terms if t["term"] == "tile_halo_64")
     assert fit["coef"] == pytest.approx(-1, abs=1e-3) and fit["residual"] < 1e-3
-    assert "error = -1.00 x the gradients right of each 64-step tile" in row["diagnosis"]
+    assert "error = -1.00 x the gradients right of each 64-step tile" in row.diagnosis
 
 
 def test_128_step_tiles_are_told_from_64_step_ones():
@@ -113,8 +114,8 @@ def test_128_step_tiles_are_told_from_64_step_ones():
         out["dx"] -= part.float()
 
     row = planted(perturb, seqlen=300, activation="silu")
-    assert row["diagnosis_cause"] == "right_halo"
-    assert "each 128-step tile" in row["diagnosis"]
+    assert row.diagnosis_cause == "right_halo"
+    assert "each 128-step tile" in row.diagnosis
 
 
 def test_errors_where_a_packed_boundary_meets_a_tile_edge_are_not_a_halo_bug():
@@ -124,8 +125,8 @@ def test_errors_where_a_packed_boundary_meets_a_tile_edge_are_not_a_halo_bug():
         out["dx"][..., tile_tails(200)] += 1.0
 
     row = planted(perturb, seqlen=200, seq_idx="tile_edges", activation="silu")
-    assert row["diagnosis_cause"] == "packed_mask", row["diagnosis"]
-    assert "right_halo" not in row["diagnosis"] and "halo" not in row["diagnosis_cause"]
+    assert row.diagnosis_cause == "packed_mask", row.diagnosis
+    assert "right_halo" not in row.diagnosis and "halo" not in row.diagnosis_cause
 
 
 def test_dx_short_of_dfinal_in_the_last_steps_is_the_missing_copy_path():
@@ -133,7 +134,7 @@ def test_dx_short_of_dfinal_in_the_last_steps_is_the_missing_copy_path():
         out["dx"][..., -3:] -= ctx.inputs.tensors["dfinal_states"]
 
     row = planted(perturb, seqlen=40, initial_states=True, final_states=True)
-    assert row["diagnosis_cause"] == "dfinal_path_missing", row["diagnosis"]
+    assert row.diagnosis_cause == "dfinal_path_missing", row.diagnosis
     assert location(row, "dx", "seq_tail")["share"] == 1.0
 
 
@@ -143,7 +144,7 @@ def test_a_scaled_dfinal_is_not_the_missing_path():
         out["dx"][..., -3:] += (w - 1) * ctx.inputs.tensors["dfinal_states"]
 
     row = planted(perturb, seqlen=40, initial_states=True, final_states=True)
-    assert row["diagnosis_cause"] == "dfinal_path_scaled", row["diagnosis"]
+    assert row.diagnosis_cause == "dfinal_path_scaled", row.diagnosis
 
 
 def test_wrong_tail_without_a_state_gradient_is_out_of_range_gradients():
@@ -151,8 +152,8 @@ def test_wrong_tail_without_a_state_gradient_is_out_of_range_gradients():
         out["dx"][..., -3:] += 0.5
 
     row = planted(perturb, seqlen=40)
-    assert row["diagnosis_cause"] == "out_of_range_gradients", row["diagnosis"]
-    assert not any(t["term"] == "state_path" for t in row["error_terms"])
+    assert row.diagnosis_cause == "out_of_range_gradients", row.diagnosis
+    assert not any(t["term"] == "state_path" for t in row.error_terms)
 
 
 def test_when_every_step_is_in_the_state_window_location_names_no_cause():
@@ -161,7 +162,7 @@ def test_when_every_step_is_in_the_state_window_location_names_no_cause():
         out["dx"] += 0.5
 
     row = planted(perturb, seqlen=2)
-    assert row["verdict"] == "fail" and row["diagnosis_cause"] is None, row["diagnosis"]
+    assert row.verdict == "fail" and row.diagnosis_cause is None, row.diagnosis
     assert location(row, "dx", "seq_tail")["coverage"] == 1.0
 
 
@@ -170,8 +171,8 @@ def test_dweight_plus_the_halo_contribution_is_the_halo_counted_twice():
         out["dweight"] += contribution(ctx, halo_outputs(200))["dweight"].float()
 
     row = planted(perturb, seqlen=200)
-    assert row["diagnosis_cause"] == "halo_in_dweight", row["diagnosis"]
-    assert {o["name"] for o in row["outputs"] if o["err"] > o["allowed"]} == {"dweight"}
+    assert row.diagnosis_cause == "halo_in_dweight", row.diagnosis
+    assert {o["name"] for o in row.outputs if o["err"] > o["allowed"]} == {"dweight"}
 
 
 def test_dweight_without_the_later_batches_is_the_batch_reduction():
@@ -180,7 +181,7 @@ def test_dweight_without_the_later_batches_is_the_batch_reduction():
         out["dweight"] -= contribution(ctx, later)["dweight"].float()
 
     row = planted(perturb, seqlen=40, batch=3)
-    assert row["diagnosis_cause"] == "batch_reduction", row["diagnosis"]
+    assert row.diagnosis_cause == "batch_reduction", row.diagnosis
 
 
 def test_errors_everywhere_name_silu_only_when_silu_is_on():
@@ -188,11 +189,11 @@ def test_errors_everywhere_name_silu_only_when_silu_is_on():
         out["dx"] *= 1.01
 
     with_silu = planted(perturb, seqlen=100, activation="silu")
-    assert with_silu["diagnosis_cause"] in ("silu_recompute_bias", "silu_derivative")
-    assert "SiLU" in with_silu["diagnosis"]
+    assert with_silu.diagnosis_cause in ("silu_recompute_bias", "silu_derivative")
+    assert "SiLU" in with_silu.diagnosis
     without = planted(perturb, seqlen=100, activation="none")
-    assert without["verdict"] == "fail" and without["diagnosis_cause"] is None
-    assert without["diagnosis"].startswith("unclassified: dx wrong at")
+    assert without.verdict == "fail" and without.diagnosis_cause is None
+    assert without.diagnosis.startswith("unclassified: dx wrong at")
 
 
 def test_dweight_wrong_in_the_partial_channel_vector_is_the_channel_tail():
@@ -200,7 +201,7 @@ def test_dweight_wrong_in_the_partial_channel_vector_is_the_channel_tail():
         out["dweight"][8:] = 0
 
     row = planted(perturb, seqlen=40, dim=13)
-    assert row["diagnosis_cause"] == "channel_tail", row["diagnosis"]
+    assert row.diagnosis_cause == "channel_tail", row.diagnosis
     assert location(row, "dweight", "channel_tail_8")["coverage"] == pytest.approx(5 / 13)
 
 
@@ -211,15 +212,15 @@ def test_gradient_at_padding_positions_is_padding_not_masked():
         out["dbias"] += 1.0
 
     row = planted(perturb, seqlen=100, seq_idx="padding_mid")
-    assert row["diagnosis_cause"] == "padding_not_masked", row["diagnosis"]
+    assert row.diagnosis_cause == "padding_not_masked", row.diagnosis
     assert location(row, "dx", "padding")["share"] == 1.0
 
 
 def test_a_passing_item_has_no_diagnosis():
     row = planted(lambda out, ctx: None, seqlen=40)
-    assert row["verdict"] == "pass"
-    assert row["diagnosis"] is None and row["diagnosis_cause"] is None
-    assert row["error_locations"] == [] and row["error_terms"] == []
+    assert row.verdict == "pass"
+    assert row.diagnosis is None and row.diagnosis_cause is None
+    assert row.error_locations == [] and row.error_terms == []
 
 
 def test_a_broken_diagnosis_hook_never_loses_the_verdict():
@@ -235,9 +236,9 @@ def test_a_broken_diagnosis_hook_never_loses_the_verdict():
         out["dx"] += 1
 
     row = run_item(ctx, Implementation(op="causal_conv1d", name="p", fn=fn, kind="external"),
-                   {}, CEIL, {})
-    assert row["verdict"] == "fail" and row["failure_kind"] == "mismatch"
-    assert row["diagnosis"] == "diagnosis failed: RuntimeError: hook bug"
+                   None, CEIL, {})
+    assert row.verdict == "fail" and row.failure_kind == "mismatch"
+    assert row.diagnosis == "diagnosis failed: RuntimeError: hook bug"
 
 
 # ---------------------------------------------------------------- the machinery
@@ -374,7 +375,9 @@ def failing_rows():
     for L, act in ((200, "silu"), (150, "none"), (40, "none")):
         ctx = CaseContext(SPEC, case(seqlen=L, activation=act), OPTS)
         for impl in (bad, good):
-            rows.append(dict(run_item(ctx, impl, env, CEIL, {}), case_id=f"c{L}{act}"))
+            row = run_item(ctx, impl, env, CEIL, {})
+            row.case_id = f"c{L}{act}"
+            rows.append(row)
     return rows
 
 
@@ -383,9 +386,9 @@ def test_run_diagnosis_is_the_same_from_memory_and_from_parquet(failing_rows, tm
     with results.ResultsWriter(path) as w:
         for r in failing_rows:
             w.append(r)
-    back = results.read_results([path]).to_dict("records")
-    assert [r["diagnosis"] if isinstance(r["diagnosis"], str) else None for r in back] == \
-        [r["diagnosis"] for r in failing_rows]
+    back = results.read_rows([path])
+    assert [r.diagnosis if isinstance(r.diagnosis, str) else None for r in back] == \
+        [r.diagnosis for r in failing_rows]
     mem = {d.impl: d for d in dg.diagnose_run(failing_rows)}
     disk = {d.impl: d for d in dg.diagnose_run(back)}
     assert mem["halo_bug"].cause == disk["halo_bug"].cause == "right_halo"
@@ -413,7 +416,8 @@ def _v1_table(rows):
                      "same_copy_s", "frac_same_copy",  # version 3
                      "timing_pacing")],  # version 5
                    metadata={b"bwd_suite_schema_version": b"1"})
-    return pa.Table.from_pylist([{k: r[k] for k in v1.names} for r in rows], schema=v1)
+    return pa.Table.from_pylist([{k: r.to_record()[k] for k in v1.names} for r in rows],
+                                schema=v1)
 
 
 def test_version_1_files_are_upgraded_in_memory_with_null_diagnosis(failing_rows, tmp_path):
@@ -427,11 +431,11 @@ def test_version_1_files_are_upgraded_in_memory_with_null_diagnosis(failing_rows
     assert len(old) == 2 and old.error_locations.isna().all()
     assert list(df.columns) == results.SCHEMA.names
     # the run-level diagnosis still weighs version-1 rows, on their features alone
-    assert dg.diagnose_run(old.to_dict("records"))[0].n_failed == 2
+    assert dg.diagnose_run(map(ResultRow.from_record, old.to_dict("records")))[0].n_failed == 2
 
 
 def test_the_saved_version_1_runs_still_load():
-    v1 = [f for f in sorted((ROOT / "benchmarks" / "runs").rglob("*.parquet"))
+    v1 = [f for f in sorted((ROOT / "tests" / "data").glob("*.parquet"))
           if pq.read_schema(f).metadata[b"bwd_suite_schema_version"] == b"1"]
     assert v1, "the foundation runs are version 1"
     df = results.read_results(v1)

@@ -137,14 +137,15 @@ def test_patch_variant_applies_to_the_copy_and_bad_patches_are_refused(kv, tmp_p
 
 
 VARIANT_FILES = sorted((ROOT / "benchmarks" / "variants").glob("*.toml")) + sorted(
-    (ROOT / "benchmarks" / "runs").glob("*/variants/*.toml"))
+    (ROOT / "tests" / "data" / "variants").glob("*.toml"))
 
 
 @pytest.mark.parametrize("path", VARIANT_FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_variant_files_load(kv, path):
-    """Every variants file, open (benchmarks/variants/) or archived beside the run that
-    measured it (benchmarks/runs/*/variants/), loads and its patches exist (whether a patch
-    still applies depends on the commit it names: the GPU run says)."""
+    """Every open variants file (benchmarks/variants/, when there is one) and the two
+    archived examples in tests/data/variants/ (text edits; a patch file) load and their
+    patches exist (whether a patch still applies depends on the commit it names: the GPU
+    run says)."""
     variants = kv.load_variants(path)
     assert variants and all(v.patch is None or v.patch.is_file() for v in variants)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from suite.cases import load_cases
 from suite.errors import SuiteInputError
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "ncu_case.py"
@@ -22,17 +23,18 @@ def ncu_case():
 
 def test_launches_the_implementation_on_the_case(ncu_case, monkeypatch, capsys):
     seen = []
-    real = ncu_case._timed_call
+    real = ncu_case.timed_call
 
-    def counting(spec, impl, ctx):
-        call = real(spec, impl, ctx)
-        seen.append((impl.name, ctx.case.id, tuple(ctx.inputs.tensors["x"].shape)))
+    def counting(spec, impl, inputs, params):
+        call = real(spec, impl, inputs, params)
+        seen.append((impl.name, dict(params), tuple(inputs.tensors["x"].shape)))
         return lambda: (seen.append("call"), call())
-    monkeypatch.setattr(ncu_case, "_timed_call", counting)
+    monkeypatch.setattr(ncu_case, "timed_call", counting)
     assert ncu_case.main(["--op", "layer_norm", "--impl", "torch_ref", "--case", "M13-N77-fp32",
                           "--launches", "3", "--device", "cpu"]) == 0
-    name, case_id, shape = seen[0]
-    assert (name, shape) == ("torch_ref", (13, 77)) and "M13-N77-fp32" in case_id
+    name, params, shape = seen[0]
+    case = next(c for c in load_cases(op="layer_norm") if "M13-N77-fp32" in c.id)
+    assert (name, shape) == ("torch_ref", (13, 77)) and params == dict(case.params)
     assert seen[1:] == ["call"] * 3
     assert "3 launches of layer_norm/torch_ref" in capsys.readouterr().out
 

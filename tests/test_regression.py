@@ -211,7 +211,7 @@ def test_environment_differences_are_reported():
 
 
 def test_timings_after_different_flushes_are_not_compared():
-    # a dirty flush makes every small case slower (README, Timing and roofline): a run
+    # a dirty flush makes every small case slower (docs/timing.md#l2-flush): a run
     # timed after the clean one must not read as a run of improvements
     slow, fast = [1.0, 1.01, 1.02, 1.03, 1.04], [0.5, 0.51, 0.52, 0.53, 0.54]
     base = _run({("g/a", "k"): slow, ("g/b", "k"): slow}).assign(l2_flush="dirty")

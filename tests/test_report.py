@@ -6,7 +6,6 @@ The page is read back through the data attributes it emits (`data-k` names the c
 """
 
 import math
-import time
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -18,7 +17,10 @@ from suite.regression import Rule
 from suite.results import read_results
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN = ROOT / "benchmarks" / "runs" / "2026-11-29-h200-foundation"
+DATA = ROOT / "tests" / "data"
+# the H200 foundation run: torch_ref and torch_tiled, the perf and the gpu profile
+PERF = DATA / "h200-foundation-perf.parquet"
+GPU = DATA / "h200-foundation-gpu.parquet"
 XSS = '<script>alert("x")</script>'
 
 
@@ -27,13 +29,13 @@ XSS = '<script>alert("x")</script>'
 @pytest.fixture(scope="module")
 def perf() -> pd.DataFrame:
     """The H200 perf run: torch_ref and torch_tiled on 19 cases, timed."""
-    return read_results([RUN / "perf.parquet"])
+    return read_results([PERF])
 
 
 @pytest.fixture(scope="module")
 def gpu() -> pd.DataFrame:
     """The H200 gpu-profile run: 968 passing torch_ref items."""
-    return read_results([RUN / "gpu.parquet"])
+    return read_results([GPU])
 
 
 def with_failures(df: pd.DataFrame, every: int = 3, diagnosis: bool = True) -> pd.DataFrame:
@@ -392,16 +394,15 @@ def big_frame(perf, gpu, n=20_000) -> pd.DataFrame:
     return with_failures(pd.concat(parts, ignore_index=True).iloc[:n], every=9)
 
 
-def test_twenty_thousand_rows_render_fast_and_small(perf, gpu, tmp_path):
+def test_twenty_thousand_rows_render_small(perf, gpu, tmp_path):
+    """The page stays small; its render time is a benchmark (scripts/bench_report.py), not
+    a unit test: this machine's speed varies."""
     big = big_frame(perf, gpu)
     slower = big.copy()
     slower["time_median_s"] = slower["time_median_s"] * 1.3
     slower["time_samples_s"] = [s * 1.3 for s in slower["time_samples_s"]]
-    start = time.perf_counter()
     path = render.write(render.build(slower, big), tmp_path / "big.html")
-    elapsed = time.perf_counter() - start
     size = path.stat().st_size
-    assert elapsed < 10, elapsed
     assert size < 10e6, size
     html = path.read_text()
     assert "Regressions" in html and "20,000" in html

@@ -1,4 +1,4 @@
-"""The parquet store: round trip, schema as documented in the README, version checks,
+"""The parquet store: round trip, schema as documented in docs/results-schema.md, version checks,
 atomic incremental writes."""
 
 import re
@@ -15,7 +15,7 @@ from suite.roofline import Ceilings
 from suite.runner import RunOptions, run_case
 from tests.test_verdicts import make_case
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+SCHEMA_DOC = Path(__file__).resolve().parents[1] / "docs" / "results-schema.md"
 CEIL = Ceilings(device_name="cpu", copy_gbps=10.0, copy_source="test", peak_tflops=None)
 
 
@@ -39,28 +39,30 @@ def test_round_trip_keeps_every_value(rows, tmp_path):
     for r, (_, back) in zip(rows, df.iterrows()):
         for col in ("case_id", "impl", "verdict", "determinism", "bytes", "params_json",
                     "time_median_s", "gbps", "git_commit", "device"):
-            assert back[col] == r[col], col
-        assert list(back["time_samples_s"]) == r["time_samples_s"]
-        assert len(r["time_samples_s"]) >= 3
-        assert [o["name"] for o in back["outputs"]] == [o["name"] for o in r["outputs"]]
-        assert [o["err"] for o in back["outputs"]] == [o["err"] for o in r["outputs"]]
-        assert back["gbps"] == pytest.approx(r["bytes"] / r["time_median_s"] / 1e9)
+            assert back[col] == getattr(r, col), col
+        assert list(back["time_samples_s"]) == r.time_samples_s
+        assert len(r.time_samples_s) >= 3
+        assert [o["name"] for o in back["outputs"]] == [o["name"] for o in r.outputs]
+        assert [o["err"] for o in back["outputs"]] == [o["err"] for o in r.outputs]
+        assert back["gbps"] == pytest.approx(r.bytes / r.time_median_s / 1e9)
+    # and back into typed rows, equal to those written
+    assert results.read_rows([path]) == rows
 
 
 def test_timed_rows_carry_the_same_bytes_copy(rows, tmp_path):
     """Each timed row holds the median of a copy of its own bytes, timed alike, and its
     speed as a fraction of that copy's; both survive the round trip."""
-    timed = [r for r in rows if r["time_median_s"]]
+    timed = [r for r in rows if r.time_median_s]
     assert timed
     for r in timed:
-        assert r["same_copy_s"] > 0
-        assert r["frac_same_copy"] == pytest.approx(r["same_copy_s"] / r["time_median_s"])
+        assert r.same_copy_s > 0
+        assert r.frac_same_copy == pytest.approx(r.same_copy_s / r.time_median_s)
     path = tmp_path / "run.parquet"
     with results.ResultsWriter(path) as w:
         for r in rows:
             w.append(r)
     df = results.read_results([path])
-    assert list(df.frac_same_copy) == [r["frac_same_copy"] for r in rows]
+    assert list(df.frac_same_copy) == [r.frac_same_copy for r in rows]
 
 
 def _old_file(rows, path, version, flushed):
@@ -70,7 +72,8 @@ def _old_file(rows, path, version, flushed):
     schema = pa.schema([pa.field("l2_flush", pa.bool_()) if f.name == "l2_flush" else f
                         for f in results.SCHEMA if f.name not in dropped],
                        metadata={b"bwd_suite_schema_version": str(version).encode()})
-    old = [{**{k: r[k] for k in schema.names}, "l2_flush": f} for r, f in zip(rows, flushed)]
+    old = [{**{k: r.to_record()[k] for k in schema.names}, "l2_flush": f}
+           for r, f in zip(rows, flushed)]
     pq.write_table(pa.Table.from_pylist(old, schema=schema), path)
 
 
@@ -93,12 +96,12 @@ def test_version_3_flush_booleans_become_kinds(rows, tmp_path):
     _old_file(three, tmp_path / "v3.parquet", 3, flushed)
     df = results.read_results([tmp_path / "v3.parquet"])
     assert list(df.l2_flush[:2]) == ["dirty", "none"] and df.l2_flush.isna()[2]
-    assert list(df.same_copy_s) == [r["same_copy_s"] for r in three]  # the rest as it was
+    assert list(df.same_copy_s) == [r.same_copy_s for r in three]  # the rest as it was
 
 
 def test_version_4_cuda_timings_read_as_spacer_paced(rows, tmp_path):
     """Up to version 4 CUDA samples were paced by a spin before each; other rows: null."""
-    four = [dict(r, timing_method=m) for r, m in zip((rows * 3)[:3],
+    four = [dict(r.to_record(), timing_method=m) for r, m in zip((rows * 3)[:3],
                                                      ["cuda_events", "perf_counter", None])]
     schema = pa.schema([f for f in results.SCHEMA if f.name != "timing_pacing"],
                        metadata={b"bwd_suite_schema_version": b"4"})
@@ -110,11 +113,11 @@ def test_version_4_cuda_timings_read_as_spacer_paced(rows, tmp_path):
     assert list(df.l2_flush) == [r["l2_flush"] for r in four]  # the rest as it was
 
 
-def test_readme_documents_the_schema():
-    text = README.read_text()
-    section = text.split("## Results schema", 1)[1].split("\n## ", 1)[0]
+def test_docs_document_the_schema():
+    text = SCHEMA_DOC.read_text()
+    section = text.split("## Columns", 1)[1].split("\n## ", 1)[0]
     documented = re.findall(r"^\| `(\w+)` \| `([^`]+)` \|", section, flags=re.M)
-    assert documented, "README has no schema table"
+    assert documented, "docs/results-schema.md has no schema table"
     assert [n for n, _ in documented] == results.SCHEMA.names
     for name, typ in documented:
         assert typ == str(results.SCHEMA.field(name).type).split("<")[0], name
@@ -124,9 +127,9 @@ def test_readme_documents_the_schema():
 def test_rows_must_match_the_schema(rows, tmp_path):
     w = results.ResultsWriter(tmp_path / "x.parquet")
     with pytest.raises(ValueError, match="missing"):
-        w.append({k: v for k, v in rows[0].items() if k != "verdict"})
+        w.append({k: v for k, v in rows[0].to_record().items() if k != "verdict"})
     with pytest.raises(ValueError, match="unknown"):
-        w.append(dict(rows[0], surprise=1))
+        w.append(dict(rows[0].to_record(), surprise=1))
 
 
 def test_file_is_valid_after_every_flush_and_no_temporary_is_left(rows, tmp_path):
@@ -139,7 +142,7 @@ def test_file_is_valid_after_every_flush_and_no_temporary_is_left(rows, tmp_path
 
 
 def test_other_schema_version_is_refused(rows, tmp_path):
-    table = pa.Table.from_pylist(rows, schema=results.SCHEMA)
+    table = pa.Table.from_pylist([r.to_record() for r in rows], schema=results.SCHEMA)
     table = table.replace_schema_metadata({b"bwd_suite_schema_version": b"99"})
     pq.write_table(table, tmp_path / "new.parquet")
     with pytest.raises(SuiteInputError, match="schema version 99"):
@@ -161,5 +164,5 @@ def test_unreadable_and_missing_results_are_one_line_errors(tmp_path):
 
 def test_environment_is_captured(rows):
     r = rows[0]
-    assert r["torch_version"] == torch.__version__
-    assert r["device"] == "cpu" and r["run_id"] and r["python_version"]
+    assert r.torch_version == torch.__version__
+    assert r.device == "cpu" and r.run_id and r.python_version

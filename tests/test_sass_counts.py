@@ -10,7 +10,7 @@ import pytest
 from suite.errors import SuiteInputError
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNS = ROOT / "benchmarks" / "runs"
+RUNS = ROOT / "tests" / "data"
 CONV1D_ELEMS = 8 * 4096 * 2048  # B8-D4096-L2048-K4-bf16-cf-silu
 
 
@@ -23,8 +23,8 @@ def sass_counts():
 
 
 @pytest.mark.parametrize("export, per_element", [
-    ("2026-11-30-h200-fourth/call3_ncu_cf_bf16_sass.csv.gz", "53.61"),  # left-to-right ring
-    ("2026-11-30-h200-fifth/call3_ncu_cf_bf16_sass.csv.gz", "41.78"),   # right-to-left ring
+    ("ncu_sass_conv1d_cf_bf16_ltr_ring.csv.gz", "53.61"),  # left-to-right ring
+    ("ncu_sass_conv1d_cf_bf16_rtl_ring.csv.gz", "41.78"),   # right-to-left ring
 ])
 def test_stored_exports_give_the_quoted_counts(sass_counts, capsys, export, per_element):
     assert sass_counts.main([str(RUNS / export), "--elements", str(CONV1D_ELEMS)]) == 0

@@ -109,7 +109,7 @@ def _rows(case):
     opts = RunOptions(device=CPU, golden_device=CPU, repeats=2, timing=False)
     ctx = CaseContext(SPEC, case, opts)
     impls = {i.name: i for i in registry.implementations("softmax")}
-    return {name: run_item(ctx, impls[name], {}, CEIL, impls)
+    return {name: run_item(ctx, impls[name], None, CEIL, impls)
             for name in ("torch_ref", "torch_fused_fp32")}
 
 
@@ -120,9 +120,9 @@ def test_fused_fp32_is_at_least_as_accurate_as_native_in_bf16(mask):
     rows = _rows(make_case(rows=64, length=1000, dtype="bfloat16", dropout=True, p=0.1,
                            mask=mask))
     for name, row in rows.items():
-        assert row["verdict"] == "pass", (name, row["reason"])
-        assert row["determinism"] == "bitwise", name
-    ref, fused = (rows[n]["outputs"][0] for n in ("torch_ref", "torch_fused_fp32"))
+        assert row.verdict == "pass", (name, row.reason)
+        assert row.determinism == "bitwise", name
+    ref, fused = (rows[n].outputs[0] for n in ("torch_ref", "torch_fused_fp32"))
     assert ref["name"] == fused["name"] == "dx"
     assert fused["err"] <= ref["err"], (fused["err"], ref["err"])
     assert fused["rel_l2"] < ref["rel_l2"], (fused["rel_l2"], ref["rel_l2"])
@@ -133,5 +133,5 @@ def test_fused_fp32_is_at_least_as_accurate_as_native_in_bf16(mask):
 def test_both_pass_without_dropout_in_fp16():
     rows = _rows(make_case(rows=5, length=2049, dtype="float16", logit_scale=10.0))
     for name, row in rows.items():
-        assert row["verdict"] == "pass", (name, row["reason"])
-        assert row["bytes"] == 3 * 5 * 2049 * 2
+        assert row.verdict == "pass", (name, row.reason)
+        assert row.bytes == 3 * 5 * 2049 * 2

@@ -1,14 +1,18 @@
 """The run summary printed after `suite run`: one line per (op, implementation)."""
 
+import dataclasses
 import math
 
 from suite import summary
+from suite.outcomes import Determinism, Verdict
+from suite.rows import ResultRow
 
 
 def _row(impl, frac_copy, frac_same, verdict="pass"):
-    return dict(op="softmax", impl=impl, verdict=verdict, determinism="bitwise",
-                gbps=1000.0 * frac_copy, frac_copy_bw=frac_copy, frac_same_copy=frac_same,
-                case_id=f"c{frac_copy}", reason="")
+    return ResultRow(op="softmax", impl=impl, verdict=Verdict(verdict),
+                     determinism=Determinism.BITWISE, gbps=1000.0 * frac_copy,
+                     frac_copy_bw=frac_copy, frac_same_copy=frac_same,
+                     case_id=f"c{frac_copy}", reason="")
 
 
 def test_summary_gives_geomeans_of_both_copy_fractions():
@@ -28,11 +32,11 @@ def test_summary_gives_geomeans_of_both_copy_fractions():
 def test_summary_names_the_l2_flush():
     rows = [_row("cuda", 0.5, 0.8), _row("cuda", 0.6, 0.9)]
     assert "flush" not in summary.render(rows)  # nothing timed says how (CPU rows: none)
-    cpu = [dict(r, l2_flush="none", timing_method="perf_counter") for r in rows]
+    cpu = [dataclasses.replace(r, l2_flush="none", timing_method="perf_counter") for r in rows]
     assert "flush" not in summary.render(cpu)  # the option does not apply on CPU
-    rows = [dict(r, l2_flush=k, timing_method="cuda_events")
+    rows = [dataclasses.replace(r, l2_flush=k, timing_method="cuda_events")
             for r, k in zip(rows, ("clean", None))]
     assert summary.render(rows).splitlines()[-1] == "timed after a clean L2 flush (--l2-flush)."
-    rows[1]["l2_flush"] = "none"
+    rows[1].l2_flush = "none"
     assert summary.render(rows).splitlines()[-1] == (
         "timed after a clean L2 flush / without an L2 flush (--l2-flush).")

@@ -35,7 +35,7 @@ def run(fn, case=None, repeats=2, **kw) -> dict:
     case = case or make_case()
     opts = RunOptions(device=CPU, golden_device=CPU, repeats=repeats, timing=False)
     ctx = CaseContext(SPEC, case, opts)
-    return run_item(ctx, impl(fn, **kw), {}, CEIL, {})
+    return run_item(ctx, impl(fn, **kw), None, CEIL, {})
 
 
 def correct(**kw):
@@ -44,9 +44,9 @@ def correct(**kw):
 
 def test_correct_implementation_passes():
     row = run(correct)
-    assert row["verdict"] == "pass", row["reason"]
-    assert {o["name"] for o in row["outputs"]} == {"dx", "dweight", "dbias", "dinitial_states"}
-    assert all(o["err"] <= o["allowed"] for o in row["outputs"])
+    assert row.verdict == "pass", row.reason
+    assert {o["name"] for o in row.outputs} == {"dx", "dweight", "dbias", "dinitial_states"}
+    assert all(o["err"] <= o["allowed"] for o in row.outputs)
 
 
 def test_wrong_value_fails_with_location():
@@ -55,10 +55,10 @@ def test_wrong_value_fails_with_location():
         out["dx"][1, 5, 17] += 0.5 * out["dx"].abs().max()
 
     row = run(wrong)
-    assert row["verdict"] == "fail"
-    assert row["failure_kind"] == "mismatch"
-    assert "dx mismatch" in row["reason"] and "[1, 5, 17]" in row["reason"]
-    dx = next(o for o in row["outputs"] if o["name"] == "dx")
+    assert row.verdict == "fail"
+    assert row.failure_kind == "mismatch"
+    assert "dx mismatch" in row.reason and "[1, 5, 17]" in row.reason
+    dx = next(o for o in row.outputs if o["name"] == "dx")
     assert dx["n_bad"] == 1 and dx["worst_index"] == "[1, 5, 17]"
 
 
@@ -69,7 +69,7 @@ def test_small_reduction_error_fails():
         out["dweight"][3, 0] += 0.01 * out["dweight"].abs().max()
 
     row = run(off)
-    assert row["verdict"] == "fail" and "dweight mismatch" in row["reason"]
+    assert row.verdict == "fail" and "dweight mismatch" in row.reason
 
 
 def test_computed_nan_fails_as_nonfinite():
@@ -78,9 +78,9 @@ def test_computed_nan_fails_as_nonfinite():
         out["dbias"][2] = float("nan")
 
     row = run(nan)
-    assert row["verdict"] == "fail"
-    assert row["failure_kind"] == "non-finite output"
-    assert "dbias" in row["reason"]
+    assert row.verdict == "fail"
+    assert row.failure_kind == "non-finite output"
+    assert "dbias" in row.reason
 
 
 def test_unwritten_element_fails_as_unwritten_output():
@@ -94,10 +94,10 @@ def test_unwritten_element_fails_as_unwritten_output():
                 v.copy_(full[k])
 
     row = run(lazy)
-    assert row["verdict"] == "fail"
-    assert row["failure_kind"] == "unwritten output"
-    assert "unwritten output dx" in row["reason"]
-    dx = next(o for o in row["outputs"] if o["name"] == "dx")
+    assert row.verdict == "fail"
+    assert row.failure_kind == "unwritten output"
+    assert "unwritten output dx" in row.reason
+    dx = next(o for o in row.outputs if o["name"] == "dx")
     assert dx["n_unwritten"] == 2 * 16  # batch x dim elements of the last step
 
 
@@ -109,8 +109,8 @@ def test_accumulating_into_unset_output_is_caught():
             v.add_(full[k])  # assumes zeros
 
     row = run(accumulates)
-    assert row["verdict"] == "fail"
-    assert row["failure_kind"] in ("unwritten output", "non-finite output")
+    assert row.verdict == "fail"
+    assert row.failure_kind in ("unwritten output", "non-finite output")
 
 
 def test_writing_into_an_input_fails_and_later_items_see_clean_inputs():
@@ -121,11 +121,11 @@ def test_writing_into_an_input_fails_and_later_items_see_clean_inputs():
     case = make_case()
     opts = RunOptions(device=CPU, golden_device=CPU, repeats=1, timing=False)
     rows = list(run_case(SPEC, case, [impl(scribbles, "scribbles"), impl(correct, "clean")],
-                         opts, {}, CEIL))
-    assert rows[0]["verdict"] == "fail"
-    assert rows[0]["failure_kind"] == "input modified"
-    assert "['x']" in rows[0]["reason"]
-    assert rows[1]["verdict"] == "pass", rows[1]["reason"]
+                         opts, None, CEIL))
+    assert rows[0].verdict == "fail"
+    assert rows[0].failure_kind == "input modified"
+    assert "['x']" in rows[0].reason
+    assert rows[1].verdict == "pass", rows[1].reason
 
 
 def test_raising_implementation_is_an_error_and_the_run_goes_on():
@@ -134,10 +134,10 @@ def test_raising_implementation_is_an_error_and_the_run_goes_on():
 
     case = make_case()
     opts = RunOptions(device=CPU, golden_device=CPU, repeats=1, timing=False)
-    rows = list(run_case(SPEC, case, [impl(boom, "boom"), impl(correct, "ok")], opts, {}, CEIL))
-    assert rows[0]["verdict"] == "error"
-    assert "RuntimeError: CUDA error: an illegal memory access" in rows[0]["reason"]
-    assert rows[1]["verdict"] == "pass"
+    rows = list(run_case(SPEC, case, [impl(boom, "boom"), impl(correct, "ok")], opts, None, CEIL))
+    assert rows[0].verdict == "error"
+    assert "RuntimeError: CUDA error: an illegal memory access" in rows[0].reason
+    assert rows[1].verdict == "pass"
 
 
 def test_unsupported_feature_is_recorded_not_run():
@@ -148,13 +148,13 @@ def test_unsupported_feature_is_recorded_not_run():
 
     row = run(never, supports=lambda p: "width > 4" if p["width"] > 4 else None,
               case=make_case(width=5))
-    assert row["verdict"] == "unsupported" and row["reason"] == "width > 4"
+    assert row.verdict == "unsupported" and row.reason == "width > 4"
     assert not calls
 
 
 def test_gpu_only_implementation_is_unsupported_on_cpu():
     row = run(correct, devices=("cuda",))
-    assert row["verdict"] == "unsupported" and "cuda" in row["reason"]
+    assert row.verdict == "unsupported" and "cuda" in row.reason
 
 
 def _noisy(scale):
@@ -167,27 +167,27 @@ def _noisy(scale):
 
 def test_determinism_bitwise_for_a_deterministic_implementation():
     row = run(correct, repeats=4)
-    assert row["determinism"] == "bitwise" and row["det_repeats"] == 4
+    assert row.determinism == "bitwise" and row.det_repeats == 4
 
 
 def test_determinism_nondeterministic_within_tolerance():
     row = run(_noisy(1e-7), repeats=3, deterministic=False)
-    assert row["determinism"] == "nondeterministic"
-    assert 0 < row["det_spread"] < 1e-5
-    assert row["verdict"] == "pass"
+    assert row.determinism == "nondeterministic"
+    assert 0 < row.det_spread < 1e-5
+    assert row.verdict == "pass"
 
 
 def test_claimed_determinism_must_be_bitwise():
     row = run(_noisy(1e-7), repeats=3, deterministic=True)
-    assert row["determinism"] == "nondeterministic"
-    assert row["verdict"] == "fail" and row["failure_kind"] == "nondeterministic"
-    assert "claims bitwise" in row["reason"]
+    assert row.determinism == "nondeterministic"
+    assert row.verdict == "fail" and row.failure_kind == "nondeterministic"
+    assert "claims bitwise" in row.reason
 
 
 def test_determinism_fail_beyond_tolerance():
     row = run(_noisy(1e-1), repeats=3, deterministic=False)
-    assert row["determinism"] == "fail"
-    assert row["verdict"] == "fail"
+    assert row.determinism == "fail"
+    assert row.verdict == "fail"
 
 
 def test_classifier_on_synthetic_repeats():
@@ -232,7 +232,7 @@ def test_allowance_includes_the_conditioning_term():
     """Ill-conditioned case (huge SiLU pre-activations): the allowance grows with the
     golden's sensitivity to one fp32 rounding of the inputs, as the table says."""
     row = run(correct, case=make_case(x_scale=1000.0))
-    for o in row["outputs"]:
+    for o in row.outputs:
         assert o["cond_err"] > 0
         t = tolerances.TOLERANCES[TolClass(o["tol_class"])]
         out_dtype = torch.float32
@@ -241,6 +241,6 @@ def test_allowance_includes_the_conditioning_term():
                        tolerances.CEILINGS[torch.float32])
         assert o["allowed"] == pytest.approx(expected), o["name"]
     calm = run(correct, case=make_case(x_scale=1.0))
-    cond = {o["name"]: o["cond_err"] for o in calm["outputs"]}
-    dx = next(o for o in row["outputs"] if o["name"] == "dx")
+    cond = {o["name"]: o["cond_err"] for o in calm.outputs}
+    dx = next(o for o in row.outputs if o["name"] == "dx")
     assert dx["cond_err"] > 2 * cond["dx"]  # large inputs are worse conditioned

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Callable, Optional, Sequence
 
+from suite.outcomes import Verdict
+
 HELP = "run the deliberately broken implementations: mutation score and diagnosis accuracy"
 MIN_ACCURACY = 0.9
 
@@ -78,35 +80,28 @@ def run_zoo(mutants: Sequence, profile: str = "ci", device: str = "cpu",
     """Run `mutants` over the profile's cases; rows go to `on_row` as they come."""
     import torch
 
-    from suite import registry
     from suite.cases import load_cases
     from suite.diagnosis import diagnose_run
-    from suite.roofline import Ceilings
-    from suite.runner import RunOptions, run_case
+    from suite.driver import Driver, Each, Rows, Tee
+    from suite.plan import Plan
+    from suite.runner import RunOptions
 
     started = time.monotonic()
     dev = torch.device(device)
-    opts = RunOptions(device=dev, golden_device=dev, repeats=1, timing=False)
-    ceilings = Ceilings(device_name=str(dev), copy_gbps=None, copy_source="none",
-                        peak_tflops=None)
+    driver = Driver(RunOptions(device=dev, golden_device=dev, repeats=1, timing=False))
     results, n_cases = [], 0
     for op_name in sorted({m.op for m in mutants}):
-        spec = registry.op(op_name)
         impls = [m for m in mutants if m.op == op_name]
         cases = [c for c in load_cases(op=op_name, profile=profile) if case_filter(c)]
         n_cases += len(cases)
-        rows = []
-        for case in cases:
-            for row in run_case(spec, case, impls, opts, {}, ceilings):
-                rows.append(row)
-                if on_row:
-                    on_row(row)
+        rows = Rows()
+        driver.run(Plan.of(cases, lambda op: impls), Tee(rows, Each(on_row)) if on_row else rows)
         by_impl = {d.impl: d for d in diagnose_run(rows)}
         for m in impls:
-            mine = [r for r in rows if r["impl"] == m.name and r["verdict"] in ("pass", "fail")]
+            mine = [r for r in rows if r.impl == m.name and r.verdict.compared]
             results.append(MutantResult(
                 op_name, m.name, getattr(m.fn, "planted_cause", None), len(mine),
-                sum(r["verdict"] == "fail" for r in mine), by_impl[m.name]))
+                sum(r.verdict is Verdict.FAIL for r in mine), by_impl[m.name]))
     return ZooReport(profile, str(dev), n_cases, tuple(results),
                      time.monotonic() - started)
 
@@ -146,7 +141,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--device", default="cpu", metavar="DEV",
                         help="torch device (default cpu)")
     parser.add_argument("--markdown", action="store_true",
-                        help="print the table as markdown (for README.md)")
+                        help="print the table as markdown (for docs/mutants.md)")
     parser.add_argument("--verbose", action="store_true",
                         help="the one-line run diagnosis under every mutant")
 

@@ -1,0 +1,50 @@
+"""Show the ops and their parameters, how many cases each profile holds, and every
+implementation with whether it can run here."""
+
+from __future__ import annotations
+
+HELP = "show ops, cases per profile and implementations"
+
+
+def add_arguments(p) -> None:
+    from suite.cli import add_selection
+
+    add_selection(p)
+    p.add_argument("--ids", action="store_true", help="also list every selected case id")
+
+
+def main(args) -> int:
+    from suite import cases as cases_mod
+    from suite import registry
+    from suite.selection import default_profile, parse_device
+
+    all_cases = cases_mod.load_cases(args.cases or (), op=args.op)
+    dev = parse_device(args.device)
+    print("ops:")
+    for name, spec in registry.ops().items():
+        if args.op and name != args.op:
+            continue
+        print(f"  {name}: {spec.doc}")
+        print(f"    params: {', '.join(p.name for p in spec.params.params)}")
+    print("\ncases per profile:")
+    print(f"  {'op':<20}" + "".join(f"{p:>9}" for p in cases_mod.PROFILES))
+    for o in sorted({c.op for c in all_cases}):
+        counts = [sum(c.op == o and c.in_profile(p) for c in all_cases)
+                  for p in cases_mod.PROFILES]
+        print(f"  {o:<20}" + "".join(f"{n:>9}" for n in counts))
+    print(f"\nimplementations (device {dev}):")
+    for impl in registry.implementations(args.op):
+        status = impl.unsupported_reason({}, dev.type) if not impl.enabled or \
+            dev.type not in impl.devices else None
+        state = f"unavailable: {status}" if status else "available"
+        label = f"{impl.op}/{impl.name}"
+        print(f"  {label:<46} {impl.kind:<10} {','.join(impl.devices):<9} "
+              f"{state}  {impl.doc}")
+    if args.ids:
+        profile = args.profile or default_profile(dev)
+        cases_mod.profile_names(profile)
+        print(f"\ncase ids in profile {profile}:")
+        for c in all_cases:
+            if c.in_profile(profile) and (not args.case or any(s in c.id for s in args.case)):
+                print(f"  {c.id}")
+    return 0

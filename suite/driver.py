@@ -1,0 +1,88 @@
+"""The run driver: executes a plan (suite/plan.py) with options and hands every row to a
+sink as it finishes.
+
+Every entry point runs items through `Driver.run`: the `run` command (sinks: the parquet
+writer and the progress lines), the pytest plugin (one item a call; its sink keeps the row
+for the verdict), `mutants` (a table of rows) and scripts/kernel_variants.py. Per case
+the inputs and float64 golden are built once and shared by its implementations
+(suite/runner.py does one case).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Optional, Protocol
+
+from suite.plan import Plan
+from suite.roofline import Ceilings
+from suite.rows import ResultRow, RunInfo
+from suite.runner import ContextCache, RunOptions, run_case
+
+
+class Sink(Protocol):
+    """Where rows go as they finish."""
+
+    def add(self, row: ResultRow) -> None: ...
+
+
+class Rows(list):
+    """A sink that keeps the rows, in order."""
+
+    def add(self, row: ResultRow) -> None:
+        self.append(row)
+
+
+class Tee:
+    """A sink that hands each row to several sinks, in order."""
+
+    def __init__(self, *sinks: Sink):
+        self.sinks = sinks
+
+    def add(self, row: ResultRow) -> None:
+        for s in self.sinks:
+            s.add(row)
+
+
+class Each:
+    """A sink that calls `fn(row)` for each row."""
+
+    def __init__(self, fn: Callable[[ResultRow], object]):
+        self.fn = fn
+
+    def add(self, row: ResultRow) -> None:
+        self.fn(row)
+
+
+def no_ceilings(device) -> Ceilings:
+    """Ceilings of a run that computes no roofline (correctness only, or no calibration)."""
+    return Ceilings(device_name=str(device), copy_gbps=None, copy_source="none",
+                    peak_tflops=None)
+
+
+class Driver:
+    """Runs plans under one set of options, for one run (its RunInfo columns on every row;
+    None leaves them empty, as pytest items have no run)."""
+
+    def __init__(self, opts: RunOptions, run: Optional[RunInfo] = None,
+                 ceilings: Optional[Ceilings] = None):
+        self.opts = opts
+        self.run_info = run
+        self.ceilings = ceilings if ceilings is not None else no_ceilings(opts.device)
+        # kept across calls, so that one-item plans of the same case share its golden
+        self._contexts = ContextCache()
+
+    def run(self, plan: Plan, sink: Sink) -> None:
+        for entry in plan:
+            for row in run_case(entry.spec, entry.case, list(entry.impls), self.opts,
+                                self.run_info, self.ceilings, self._contexts):
+                sink.add(row)
+
+    def rows(self, plan: Plan) -> Rows:
+        """Run the plan and return its rows."""
+        out = Rows()
+        self.run(plan, out)
+        return out
+
+
+def count_bad(rows: Iterable[ResultRow]) -> int:
+    """Items that failed or raised: a run with any exits 1."""
+    return sum(r.verdict.bad for r in rows)

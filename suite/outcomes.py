@@ -1,0 +1,49 @@
+"""What an item's checks can conclude: its verdict, the kind of a failure, and the
+determinism of its outputs over repeated calls.
+
+String enums, so that a value read back from a results file (a plain string) compares
+equal to its member and `Verdict(value)` turns either into the member. No torch here:
+the report and the results store read these without loading a device library.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Verdict(enum.StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    ERROR = "error"  # the implementation raised, or its worker died
+    UNSUPPORTED = "unsupported"  # outside the implementation's declared features
+
+    @property
+    def bad(self) -> bool:
+        """A verdict that makes a run exit 1 (the implementation did something wrong)."""
+        return self in BAD_VERDICTS
+
+    @property
+    def compared(self) -> bool:
+        """The outputs were compared with the golden (pass or fail, not error/unsupported)."""
+        return self in (Verdict.PASS, Verdict.FAIL)
+
+
+BAD_VERDICTS = frozenset({Verdict.FAIL, Verdict.ERROR})
+
+
+class FailureKind(enum.StrEnum):
+    MISMATCH = "mismatch"
+    UNWRITTEN = "unwritten output"
+    NONFINITE = "non-finite output"
+    INPUT_MODIFIED = "input modified"
+    NONDETERMINISTIC = "nondeterministic"
+    EXCEPTION = "exception"
+
+
+class Determinism(enum.StrEnum):
+    """Over R calls on the same inputs (tritonbench's DeterminismResult)."""
+
+    BITWISE = "bitwise"  # every repeat bit-for-bit equal to the first
+    NONDETERMINISTIC = "nondeterministic"  # repeats differ, each within tolerance
+    FAIL = "fail"  # some repeat differs beyond tolerance (or is unwritten / not finite)
+    NOT_CHECKED = "not_checked"

@@ -1,0 +1,202 @@
+"""One result row per (run, case, implementation), typed: the only place a column is
+declared.
+
+`ResultRow` is a dataclass whose fields are the results file's columns, in file order,
+each with its Arrow type; `SCHEMA` (the parquet schema) is derived from it. Verdict,
+failure kind and determinism are enums here and become strings only in `to_record`, at
+the parquet writer; `from_record` turns a stored record back into a row. Adding a column:
+a field here, a migration step in suite/results.py, a line in docs/results-schema.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+import pyarrow as pa
+
+from suite.outcomes import Determinism, FailureKind, Verdict
+
+SCHEMA_VERSION = 5
+VERSION_KEY = b"bwd_suite_schema_version"
+
+OUTPUT_STRUCT = pa.struct([
+    ("name", pa.string()), ("tol_class", pa.string()), ("numel", pa.int64()),
+    ("scale", pa.float64()), ("err", pa.float64()), ("ref_err", pa.float64()),
+    ("cond_err", pa.float64()), ("allowed", pa.float64()), ("max_abs", pa.float64()),
+    ("max_rel", pa.float64()), ("rel_l2", pa.float64()), ("n_bad", pa.int64()),
+    ("n_nonfinite", pa.int64()), ("n_unwritten", pa.int64()), ("worst_index", pa.string()),
+])
+# One struct per (wrong output, region) holding some of its wrong elements (suite/diagnosis)
+LOCATION_STRUCT = pa.struct([
+    ("output", pa.string()), ("region", pa.string()), ("n_bad", pa.int64()),
+    ("n_region", pa.int64()), ("share", pa.float64()), ("density", pa.float64()),
+    ("coverage", pa.float64()),
+])
+# One struct per (wrong output, reference term): error ~ coef * term, residual left
+TERM_STRUCT = pa.struct([
+    ("output", pa.string()), ("term", pa.string()), ("coef", pa.float64()),
+    ("residual", pa.float64()),
+])
+
+_ENUMS = {"verdict": Verdict, "failure_kind": FailureKind, "determinism": Determinism}
+
+
+def _col(arrow: pa.DataType, default: Any = None) -> Any:
+    """A column: its Arrow type, and the value of a row that never set it."""
+    if isinstance(default, list):
+        return field(default_factory=list, metadata={"arrow": arrow})
+    return field(default=default, metadata={"arrow": arrow})
+
+
+_str, _i64, _i32, _f64 = pa.string(), pa.int64(), pa.int32(), pa.float64()
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """The run-level columns: the same on every row of a run, captured once."""
+
+    run_id: str = ""
+    run_started: str = ""
+    git_commit: str = ""
+    host: str = ""
+    device: str = ""
+    device_name: str = ""
+    driver: str = ""
+    torch_version: str = ""
+    cuda_version: str = ""
+    python_version: str = ""
+    profile: str = ""
+
+
+@dataclass(slots=True)
+class ResultRow:
+    # --- run and environment (RunInfo's fields) ---
+    run_id: str = _col(_str, "")
+    run_started: str = _col(_str, "")
+    git_commit: str = _col(_str, "")
+    host: str = _col(_str, "")
+    device: str = _col(_str, "")
+    device_name: str = _col(_str, "")
+    driver: str = _col(_str, "")
+    torch_version: str = _col(_str, "")
+    cuda_version: str = _col(_str, "")
+    python_version: str = _col(_str, "")
+    profile: str = _col(_str, "")
+    # --- case ---
+    op: str = _col(_str, "")
+    case_id: str = _col(_str, "")
+    case_group: str = _col(_str, "")
+    case_file: str = _col(_str, "")
+    tags: list = _col(pa.list_(_str), [])
+    params_json: str = _col(_str, "{}")
+    seed: Optional[int] = _col(_i64)
+    # --- implementation ---
+    impl: str = _col(_str, "")
+    impl_kind: str = _col(_str, "")
+    impl_version: str = _col(_str, "")
+    # --- verdict ---
+    verdict: Optional[Verdict] = _col(_str)
+    failure_kind: Optional[FailureKind] = _col(_str)
+    reason: str = _col(_str, "")
+    outputs: list = _col(pa.list_(OUTPUT_STRUCT), [])  # suite.verdicts.OutputCheck.as_row
+    # --- diagnosis of failing items (null / empty on the others) ---
+    diagnosis: Optional[str] = _col(_str)
+    diagnosis_cause: Optional[str] = _col(_str)
+    error_locations: list = _col(pa.list_(LOCATION_STRUCT), [])
+    error_terms: list = _col(pa.list_(TERM_STRUCT), [])
+    # --- determinism over repeated calls ---
+    determinism: Determinism = _col(_str, Determinism.NOT_CHECKED)
+    det_repeats: int = _col(_i32, 0)
+    det_spread: Optional[float] = _col(_f64)
+    # --- timing (suite.timing) ---
+    timing_method: Optional[str] = _col(_str)
+    time_samples_s: list = _col(pa.list_(_f64), [])
+    time_median_s: Optional[float] = _col(_f64)
+    time_iqr_s: Optional[float] = _col(_f64)
+    time_warmup: Optional[int] = _col(_i32)
+    l2_flush: Optional[str] = _col(_str)  # suite.timing.L2_FLUSH_MODES
+    timing_pacing: Optional[str] = _col(_str)  # null off CUDA
+    # --- roofline (suite.roofline) ---
+    bytes: Optional[int] = _col(_i64)
+    flops: Optional[int] = _col(_i64)
+    gbps: Optional[float] = _col(_f64)
+    copy_gbps: Optional[float] = _col(_f64)
+    frac_copy_bw: Optional[float] = _col(_f64)
+    same_copy_s: Optional[float] = _col(_f64)  # a device copy of the same bytes, timed alike
+    frac_same_copy: Optional[float] = _col(_f64)
+    arith_intensity: Optional[float] = _col(_f64)
+    bound: Optional[str] = _col(_str)
+    peak_mem_bytes: Optional[int] = _col(_i64)
+    duration_s: Optional[float] = _col(_f64)
+
+    @classmethod
+    def start(cls, run: Optional[RunInfo], **columns) -> "ResultRow":
+        """A row of `run` (None: no run-level columns, as in pytest) with `columns` set."""
+        base = dataclasses.asdict(run) if run is not None else {}
+        return cls(**base, **columns)
+
+    def finish(self, verdict: Verdict, reason: str = "",
+               failure_kind: Optional[FailureKind] = None, duration_s: Optional[float] = None
+               ) -> "ResultRow":
+        """Set the outcome (and the item's wall time, when given); returns the row."""
+        self.verdict, self.reason, self.failure_kind = verdict, reason, failure_kind
+        if duration_s is not None:
+            self.duration_s = duration_s
+        return self
+
+    @property
+    def params(self) -> dict:
+        return json.loads(self.params_json)
+
+    def to_record(self) -> dict:
+        """The row as the parquet writer stores it: enums as their string values."""
+        rec = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for name in _ENUMS:
+            if rec[name] is not None:
+                rec[name] = rec[name].value
+        return rec
+
+    @classmethod
+    def from_record(cls, record: Mapping) -> "ResultRow":
+        """A stored record (a dict of `read_results(...).to_dict("records")`, or of
+        `to_record`) as a typed row: strings to enums, arrays to lists, NaN to None."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: _plain(v) for k, v in record.items() if k in known}
+        for name, kind in _ENUMS.items():
+            if values.get(name) is not None:
+                values[name] = kind(values[name])
+        if values.get("determinism") is None:
+            values.pop("determinism", None)
+        return cls(**values)
+
+
+def _plain(v: Any) -> Any:
+    """A pandas/pyarrow column value as a plain Python one: arrays to lists, a null float
+    (NaN in a pandas frame) to None. Values inside lists keep NaN: there it is data."""
+    if hasattr(v, "tolist") and not isinstance(v, (str, bytes)):
+        v = v.tolist()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    if isinstance(v, list):
+        return [{k: _scalar(y) for k, y in x.items()} if isinstance(x, dict) else _scalar(x)
+                for x in v]
+    return _scalar(v)
+
+
+def _scalar(v: Any) -> Any:
+    return v.item() if hasattr(v, "item") and not isinstance(v, (str, bytes)) else v
+
+
+def columns() -> list[str]:
+    return [f.name for f in dataclasses.fields(ResultRow)]
+
+
+SCHEMA = pa.schema([(f.name, f.metadata["arrow"]) for f in dataclasses.fields(ResultRow)],
+                   metadata={VERSION_KEY: str(SCHEMA_VERSION).encode()})
+
+assert [f.name for f in dataclasses.fields(RunInfo)] == columns()[:len(
+    dataclasses.fields(RunInfo))], "RunInfo's fields must lead ResultRow's, in order"
