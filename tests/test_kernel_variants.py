@@ -78,7 +78,7 @@ def test_edit_must_match_exactly_once(kv, tmp_path, old, match):
 
 
 def test_edit_outside_the_copied_sources_is_refused(kv, tmp_path):
-    v = kv.Variant("x", "", [("layer_norm/csrc/layer_norm_bwd.cu", "a", "b")])
+    v = kv.Variant("x", "", [("layer_norm/csrc/layer_norm_bwd_rows.cu", "a", "b")])
     with pytest.raises(SuiteInputError, match="not a file of kernels/softmax/csrc"):
         kv.write_sources(v, "softmax", tmp_path / "out")
 

@@ -1,5 +1,5 @@
-"""This project's CUDA causal conv1d backward (csrc/conv1d_bwd.cu), deterministic; built
-on first use by kernels/cuda_build.py."""
+"""This project's CUDA causal conv1d backward (csrc/: the plan in conv1d_bwd_plan.cpp, one
+.cu per kernel job), deterministic; built on first use by kernels/cuda_build.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from kernels.cuda_build import load_extension
 from suite.registry import implementation
 
 CSRC = Path(__file__).resolve().parent / "csrc"
-SOURCES = [CSRC / "conv1d_bwd_binding.cpp", CSRC / "conv1d_bwd.cu"]
+SOURCES = [CSRC / name for name in (
+    "conv1d_bwd_binding.cpp", "conv1d_bwd_plan.cpp", "conv1d_bwd_launch.cpp",
+    "conv1d_bwd_channel_first.cu", "conv1d_bwd_channel_last.cu", "conv1d_bwd_dinit.cu",
+    "conv1d_bwd_reduce.cu")]
 MAX_WIDTH = 4
 
 

@@ -44,8 +44,8 @@ def supports(p) -> str | None:
     if (p["layout"] == "channel_last" and p["dout_layout"] == "sliced"
             and p["dtype"] in ("float16", "bfloat16")):
         # The sliced dout starts 4 elements (8 bytes) into its buffer. Measured on the H200
-        # (1.7.0, 2026-11-30): cudaErrorMisalignedAddress, which is sticky, so every later
-        # item of the same process failed with it too.
+        # (1.7.0): cudaErrorMisalignedAddress, which is sticky, so every later item of the
+        # same process failed with it too.
         return ("a 16-bit channel-last dout not 16-byte aligned (dout_layout 'sliced'): its "
                 "vector loads do not check alignment and fault (misaligned address, a sticky "
                 "CUDA error that would fail every later item of the process)")
@@ -55,8 +55,8 @@ def supports(p) -> str | None:
 # Its backward treats seq_idx < 0 (padding) as an ordinary id: its forward outputs 0 at
 # padding steps, but the backward neither zeroes dout there nor drops those steps' terms,
 # so dx, dweight and dbias differ from the reference (reference/causal_conv1d.md, padding
-# tokens). Measured on the H200 (1.7.0, 2026-11-30): all 12 padding cases of the gpu
-# profile that it supports, both modes, dx errors 0.59-1.17 of max|golden|.
+# tokens). Measured on the H200 (1.7.0): all 12 padding cases of the gpu profile that it
+# supports, both modes, dx errors 0.59-1.17 of max|golden|.
 KNOWN_FAILURES = {
     "-pack-padding": "padding ids (seq_idx < 0) are treated as an ordinary sequence id in the "
                      "backward (dout not zeroed at padding steps)",

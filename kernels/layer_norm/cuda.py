@@ -1,5 +1,5 @@
-"""This project's CUDA LayerNorm backward (csrc/layer_norm_bwd.cu), deterministic; built on
-first use by kernels/cuda_build.py.
+"""This project's CUDA LayerNorm backward (csrc/: the plan in layer_norm_bwd_plan.cpp, one
+.cu per kernel job), deterministic; built on first use by kernels/cuda_build.py.
 
 dx in the x-hat form from the saved fp32 mean and rstd, x and dy read from memory once per
 row, both row sums in one reduction, fp32 math with one rounding at the store. Row groups
@@ -19,7 +19,9 @@ from kernels.cuda_build import load_extension
 from suite.registry import implementation
 
 CSRC = Path(__file__).resolve().parent / "csrc"
-SOURCES = [CSRC / "layer_norm_bwd_binding.cpp", CSRC / "layer_norm_bwd.cu"]
+SOURCES = [CSRC / name for name in (
+    "layer_norm_bwd_binding.cpp", "layer_norm_bwd_plan.cpp", "layer_norm_bwd_launch.cpp",
+    "layer_norm_bwd_piped.cu", "layer_norm_bwd_rows.cu", "layer_norm_bwd_cols.cu")]
 
 
 def extension():

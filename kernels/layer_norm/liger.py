@@ -4,13 +4,12 @@
 `LigerLayerNormFunction.backward` calls on the saved tensors: one fused kernel
 (`_layer_norm_backward_kernel`) over `sm_count` programs, x and dy read once, dW/dB as
 per-program fp32 partial sums added by `.sum(0)` (no atomics). It allocates DX itself;
-copying that into the suite's dx timed a whole extra pass (31 of Liger's 129 us at
-4096x8192 bf16 on the H200, `scripts/ncu_case.py --timeline`, 2026-11-30). So the adapter
+copying that into the suite's dx timed a whole extra pass (a quarter of Liger's time at
+4096x8192 bf16 on the H200, `scripts/ncu_case.py --timeline`). So the adapter
 launches that kernel itself, as `layer_norm_backward` does, with the suite's dx as DX;
 where this Liger's kernel takes other arguments it calls `layer_norm_backward` and copies.
-On the H200 (eighth session) the launched kernel took the adapter's path: the timeline of
-one call shows the kernel and Liger's two reductions and no copy (89.7 us at 4096x8192
-bf16).
+On the H200 the launched kernel takes the adapter's path: the timeline of one call shows
+the kernel and Liger's two reductions and no copy.
 Liger needs W and B (B only for DB's dtype) and N <= 65536 (its BLOCK_SIZE). Registered
 disabled, with the import error, where `liger_kernel` or triton does not import (any
 CPU-only machine).

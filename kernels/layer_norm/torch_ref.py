@@ -15,7 +15,7 @@ the H200 with torch 2.11): there x and dy go through it in fp32, as autocast run
 `layer_norm` in mixed-precision training, and dx is rounded to x's dtype at the copy. The
 casts are part of its time, as they are of autocast's. Otherwise the call is direct.
 
-Measured on the CPU (torch 2.13, 2026-11-29): on fp32 rows of 1000 + N(0, 1) its dx error
+Measured on the CPU (torch 2.13): on fp32 rows of 1000 + N(0, 1) its dx error
 (1.25e-5, N = 256) is the x form's (1.14e-5), not the x-hat form's (6e-8), so the CPU
 kernel evidently sums the raw x; at N = 1 in fp32 it leaves ~1.2e-4 where dx is exactly 0,
 above the fp32 ceiling (those cases are in the gpu profile only). CUDA's kernel uses xhat.

@@ -1,12 +1,13 @@
 """This project's CUDA softmax backward along the last dim with the dropout backward fused
 (csrc/softmax_bwd.cu), deterministic; built on first use by kernels/cuda_build.py.
 
-One warp per row for rows up to 1024 fp32 / 2048 fp16-bf16 elements, one block per row
-beyond; y, dy and the keep mask are read once into registers (rows over 16384 fp32 /
-32768 16-bit elements, or half that where rows are not 16-byte aligned, read the part that
-does not fit twice), one fp32 row reduction in a fixed order, one rounding at the store. The binding takes any row strides but needs the last
-dim contiguous: every layout `ops/softmax.make_inputs` produces is contiguous (rows, N),
-so no case is unsupported; a non-contiguous last dim raises with the reason.
+One warp per row for rows of up to 256 fp32 / 512 fp16-bf16 elements (1024 / 2048 where
+rows are not 16-byte aligned), one block per row beyond; y, dy and the keep mask are read
+once into registers (rows over 16384 fp32 / 32768 16-bit elements, or half that where rows
+are not 16-byte aligned, read the part that does not fit twice), one fp32 row reduction in
+a fixed order, one rounding at the store. The binding takes any row strides but needs the
+last dim contiguous: every layout `ops/softmax.make_inputs` produces is contiguous (rows,
+N), so no case is unsupported; a non-contiguous last dim raises with the reason.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def _launch(g, y, dx) -> bool:
 
 # Its kernel multiplies dy * y and forms y * (dy - dot) in the input dtype (fp16/bf16 in
 # Triton), rounding the intermediates; at logit scale 30 that leaves one element of 13000
-# beyond twice the yardstick (liger-kernel 0.8.5 on the H200, 2026-11-29).
+# beyond twice the yardstick (liger-kernel 0.8.5 on the H200).
 _KNOWN = "products and the difference dy - dot rounded to the 16-bit input dtype"
 KNOWN_FAILURES = {
     "softmax/saturation/R13-N1000-fp16-ls30.0": _KNOWN,

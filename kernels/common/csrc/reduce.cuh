@@ -18,10 +18,9 @@ __device__ __forceinline__ float warp_sum(float v) {
 // Both sums of a float2 over the 32 lanes in 6 shuffles instead of 10: one exchange
 // leaves x of the lane pair in even lanes and y in odd ones, an xor butterfly over the
 // even offsets sums each parity class (the same bits in every lane of it), and one more
-// exchange gives each lane the other class's sum. In the LayerNorm ring kernel (both row
-// sums, every row) against the plain butterfly: 4096x8192 bf16 0.761 -> 0.781 of the copy
-// bandwidth, the six perf shapes 0.748 -> 0.755 geomean (H200, 2026-11-30 eighth session).
-// (1-D blocks: a lane's parity is its thread index's.)
+// exchange gives each lane the other class's sum. The LayerNorm ring kernel (both row
+// sums, every row) is faster with it than with the plain butterfly
+// (docs/benchmark-history.md). (1-D blocks: a lane's parity is its thread index's.)
 __device__ __forceinline__ float2 warp_sum(float2 v) {
   const bool odd = threadIdx.x & 1;
   float k = odd ? v.y : v.x;
@@ -34,11 +33,10 @@ __device__ __forceinline__ float2 warp_sum(float2 v) {
 
 // Sum of part[0 .. count) (count <= 32, in shared memory, behind a barrier), for every lane
 // of the calling warp: lane w takes part[w] (0 past count) and the warp sums by butterfly,
-// instead of a load and an add per partial in every thread. Measured in the ring kernel
-// only as part of larger changes. In the softmax block kernels (one row a block) it measured
-// slower than the loop on its own, and with 32-bit row offsets as well it brought fp32
-// 4096x8192 to Liger's speed (BENCHMARKS.md, 2026-11-30 sixth session): the block rows of up
-// to 4 vectors a thread use it, the longer ones keep the loop.
+// instead of a load and an add per partial in every thread. In the softmax block kernels
+// (one row a block) it is faster than the loop only together with 32-bit row offsets
+// (docs/benchmark-history.md): the block rows of up to 4 vectors a thread use it, the
+// longer ones keep the loop.
 template <typename V>
 __device__ __forceinline__ V partials_sum(const V *part, int count, int lane) {
   return warp_sum(lane < count ? part[lane] : zero_like(part[0]));

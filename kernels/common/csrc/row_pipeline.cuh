@@ -2,12 +2,13 @@
 // LayerNorm backward's vectorized rows).
 //
 // Why. A memory-bound row kernel that loads into registers has at most one row per thread
-// in flight, and stalls on it at every row's reduction; on the H200 that held the LayerNorm
-// backward at 0.41-0.75 of the copy bandwidth (0.65-0.88 on this ring). Here a row group
-// of TPR threads walks rows r, r + stride, ... (a persistent grid) and keeps the next
-// kStages - 1 rows in flight as cp.async copies into a shared-memory ring while it reduces
-// and stores the current one. (The softmax backward, one light pass a row, measured slower
-// on the ring than one block a row loading into registers: BENCHMARKS.md, 2026-11-30.)
+// in flight, and stalls on it at every row's reduction: the LayerNorm backward ran well
+// below the copy bandwidth that way (docs/benchmark-history.md). Here a row group of TPR
+// threads walks rows r, r + stride, ... (a persistent grid) and keeps the next kStages - 1
+// rows in flight as cp.async copies into a shared-memory ring while it reduces and stores
+// the current one. (The softmax backward, one light pass a row, measured slower on the
+// ring than one block a row loading into registers: BENCHMARKS.md, softmax: ideas
+// dropped.) The tiling the host shares is in row_tiling.h.
 //
 // Ownership. Each thread copies and later reads only its own 16-byte slots, so no barrier
 // guards them: cp.async.wait_group makes a thread's completed copies visible to that
@@ -20,22 +21,9 @@
 #include <cstdint>
 
 #include "reduce.cuh"
+#include "row_tiling.h"
 
 namespace rowpipe {
-
-constexpr int kMaxThreads = 1024;           // threads of a row group and of a block
-constexpr int kMaxWarps = kMaxThreads / 32;
-constexpr int kThreadsPerSm = 1024;         // at <= 64 registers a thread (launch bounds)
-constexpr int kSmemPerSm = 216 * 1024;      // ring budget of an SM (228 KiB less reserves)
-
-// Stages of a ring whose stage takes `bytes` per thread, next to `fixed` other bytes a
-// thread: as many as the budget gives an SM's threads, 2 to 4 (3 rows in flight a group
-// keep an SM's copies going; more only take shared memory).
-constexpr __host__ __device__ int ring_stages(int bytes, int fixed = 0,
-                                              int threads_per_sm = kThreadsPerSm) {
-  const int s = (kSmemPerSm / threads_per_sm - fixed) / bytes;
-  return s < 2 ? 2 : s > 4 ? 4 : s;
-}
 
 __device__ __forceinline__ unsigned smem_addr(const void *p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -86,7 +74,6 @@ __device__ __forceinline__ uint2 lds8(unsigned a) {
   return v;
 }
 
-
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
@@ -122,13 +109,6 @@ struct RowGroup {
     return left < groups ? int(left < 0 ? 0 : left) : groups;
   }
 };
-
-// Bytes of a ring of `stages` stages, each with vec_slots 16-byte slots per thread and one
-// 8-byte slot per warp, rounded up to 16 (host and device agree on it).
-constexpr __host__ __device__ size_t ring_bytes(int stages, int threads, int vec_slots) {
-  return (size_t(stages) * threads * vec_slots * 16 + size_t(stages) * (threads / 32) * 8 +
-          15) / 16 * 16;
-}
 
 // Shared-memory ring: per stage, kVecs 16-byte slots per thread and one 8-byte slot per
 // warp (laid out as ring_bytes counts). Slots are named by 32-bit shared-window addresses.
@@ -199,51 +179,6 @@ __device__ __forceinline__ V group_sum(V v, V (*red)[kMaxWarps], const RowGroup 
   const V s = rowsum::partials_sum(red[parity] + g.grp * gwarps, gwarps, g.lane);
   parity ^= 1;
   return s;
-}
-
-// Host: the tiling of a row kernel over whole rows of n elements in 16-byte vectors of E
-// elements, at most max_per_thread elements a thread: TPR the smallest power of two
-// (>= 32) that holds the row, C vectors a thread, blocks of max(TPR, 512) threads.
-constexpr int kBlockThreads = 512;
-
-struct RowShape {
-  int tpr, chunks, threads;
-};
-
-inline int pow2_at_least(int64_t v) {
-  int c = 1;
-  while (c < v) c *= 2;
-  return c;
-}
-
-// Whether `rows` rows of n elements fit (the kernels' other paths take longer rows, and
-// more than 2^30 rows: row indices here are int).
-inline bool fits_rows(int64_t rows, int64_t n, int max_per_thread) {
-  return rows < (int64_t(1) << 30) && n <= int64_t(kMaxThreads) * max_per_thread;
-}
-
-inline RowShape row_shape(int64_t n, int elems_per_vec, int max_per_thread) {
-  RowShape r{};
-  const int64_t per = (n + max_per_thread - 1) / max_per_thread;
-  r.tpr = pow2_at_least(per < 32 ? 32 : per);
-  const int64_t chunk = int64_t(r.tpr) * elems_per_vec;
-  r.chunks = pow2_at_least((n + chunk - 1) / chunk);
-  r.threads = r.tpr > kBlockThreads ? r.tpr : kBlockThreads;
-  return r;
-}
-
-// A persistent grid: as many blocks as are resident at once (threads and shared memory
-// permitting), at most one per group of rows.
-inline int resident_grid(int64_t rows, const RowShape &r, size_t smem_per_block, int sm_count,
-                         int threads_per_sm = kThreadsPerSm) {
-  const int by_threads = threads_per_sm / r.threads;
-  const int by_smem = int((228 * 1024) / (smem_per_block + 1024));  // 1 KiB reserved a block
-  int per_sm = by_threads < by_smem ? by_threads : by_smem;
-  if (per_sm < 1) per_sm = 1;
-  const int groups = r.threads / r.tpr;
-  const int64_t need = (rows + groups - 1) / groups;
-  const int64_t cap = int64_t(sm_count < 1 ? 1 : sm_count) * per_sm;
-  return int(need < cap ? need : cap);
 }
 
 }  // namespace rowpipe

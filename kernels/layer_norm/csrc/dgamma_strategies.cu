@@ -1,6 +1,7 @@
 // LayerNorm's dgamma/dbeta column sums by the strategies of seed 002 (section 2.4), one
-// launch each, so that their costs show side by side (layer_norm_bwd.cu fuses the sums into
-// its row pass instead). All arithmetic in fp32, one rounding to w_dtype at the end.
+// launch each, so that their costs show side by side (the cuda implementation's row kernels
+// fuse the sums into their row pass instead). All arithmetic in fp32, one rounding to
+// w_dtype at the end.
 //
 //  (a) kColumnPerThread: thread j sums column j over all rows. Coalesced across a warp,
 //      but only n threads in all, each adding `rows` terms in sequence.
@@ -25,7 +26,7 @@
 #include <algorithm>
 
 #include "../../common/csrc/convert.cuh"
-#include "../../common/csrc/dtype_dispatch.cuh"
+#include "../../common/csrc/static_switch.h"
 #include "dgamma_strategies.h"
 
 namespace {
@@ -175,14 +176,6 @@ SlicePlan slice_plan(const LnBwdParams &p, int sm_count) {
   return s;
 }
 
-// f(TypeTag<T>{}, TypeTag<W>{}) for x's dtype T and dgamma's dtype W.
-template <typename F>
-cudaError_t with_types(const LnBwdParams &p, F &&f) {
-  return with_dtype(p.x_dtype, [&](auto xt) {
-    return with_dtype(p.w_dtype, [&](auto wt) { return f(xt, wt); });
-  });
-}
-
 template <typename W>
 cudaError_t finish(const LnBwdParams &p, int parts, cudaStream_t stream) {
   const dim3 grid(unsigned((p.n + kFinCols - 1) / kFinCols), 2);
@@ -212,30 +205,31 @@ cudaError_t dgamma_launch(DgammaStrategy s, const LnBwdParams &p, int sm_count,
     return cudaErrorInvalidValue;
   const SlicePlan plan = slice_plan(p, sm_count);
   const dim3 tile(kTile, kTile);
-  return with_types(p, [&](auto xt, auto wt) -> cudaError_t {
-    using T = typename decltype(xt)::type;
-    using W = typename decltype(wt)::type;
-    cudaError_t err = cudaSuccess;
-    switch (s) {
-      case DgammaStrategy::kColumnPerThread:
-        dg_column<T, W><<<unsigned((p.n + kColThreads - 1) / kColThreads), kColThreads, 0,
-                          stream>>>(p);
-        return cudaGetLastError();
-      case DgammaStrategy::kAtomic:
-        err = cudaMemsetAsync(p.ws, 0, sizeof(float) * 2 * size_t(p.n), stream);
-        if (err != cudaSuccess) return err;
-        dg_atomic<T><<<plan.grid, tile, 0, stream>>>(p, plan.slice_rows);
-        if ((err = cudaGetLastError()) != cudaSuccess) return err;
-        return finish<W>(p, 1, stream);
-      case DgammaStrategy::kTile32:
-        dg_tile<T, W, 0><<<plan.grid, tile, 0, stream>>>(p, plan.slice_rows);
-        break;
-      case DgammaStrategy::kTile32Padded:
-        dg_tile<T, W, 1><<<plan.grid, tile, 0, stream>>>(p, plan.slice_rows);
-        break;
-      default: return cudaErrorInvalidValue;
-    }
-    if ((err = cudaGetLastError()) != cudaSuccess || plan.parts == 1) return err;
-    return finish<W>(p, plan.parts, stream);
+  // T: x's dtype, W: dgamma's
+  return DTYPE_SWITCH(p.x_dtype, T, [&] {
+    return DTYPE_SWITCH(p.w_dtype, W, [&]() -> cudaError_t {
+      cudaError_t err = cudaSuccess;
+      switch (s) {
+        case DgammaStrategy::kColumnPerThread:
+          dg_column<T, W><<<unsigned((p.n + kColThreads - 1) / kColThreads), kColThreads, 0,
+                            stream>>>(p);
+          return cudaGetLastError();
+        case DgammaStrategy::kAtomic:
+          err = cudaMemsetAsync(p.ws, 0, sizeof(float) * 2 * size_t(p.n), stream);
+          if (err != cudaSuccess) return err;
+          dg_atomic<T><<<plan.grid, tile, 0, stream>>>(p, plan.slice_rows);
+          if ((err = cudaGetLastError()) != cudaSuccess) return err;
+          return finish<W>(p, 1, stream);
+        case DgammaStrategy::kTile32:
+          dg_tile<T, W, 0><<<plan.grid, tile, 0, stream>>>(p, plan.slice_rows);
+          break;
+        case DgammaStrategy::kTile32Padded:
+          dg_tile<T, W, 1><<<plan.grid, tile, 0, stream>>>(p, plan.slice_rows);
+          break;
+        default: return cudaErrorInvalidValue;
+      }
+      if ((err = cudaGetLastError()) != cudaSuccess || plan.parts == 1) return err;
+      return finish<W>(p, plan.parts, stream);
+    });
   });
 }

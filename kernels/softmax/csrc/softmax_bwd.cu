@@ -16,12 +16,8 @@
 //  - vectorized rows of 65-1024 vectors (up to 8192 16-bit / 4096 fp32 elements): one
 //    block per row, one vector a thread (C = 1) on TPR = 128 ... 1024 threads, <= 32
 //    registers, so 2048 threads an SM: many rows in flight per SM at different phases
-//    (load, reduce, store), as Liger's Triton kernel runs them (4096x8192 bf16: 512
-//    threads x 16 elements there, 32 registers, 4 blocks an SM by Nsight Compute).
-//    Measured on the H200 against the C = 2 rows on 128-512 threads this replaced
-//    (40 registers, 3 blocks an SM): 0.862 -> 0.879 of the copy bandwidth at 4096x8192
-//    bf16, 0.956 -> 0.970 for attention L1024 bf16, 0.787 -> 0.813 at 8192x1024 fp32,
-//    the 16 perf cases 0.893 -> 0.908 geomean (BENCHMARKS.md, 2026-11-30 eighth session).
+//    (load, reduce, store), as Liger's Triton kernel runs them (C = 2 rows on 128-512
+//    threads, 3 blocks an SM, were slower: BENCHMARKS.md, softmax: ideas dropped).
 //    fp32 rows of 1025-2048 vectors at C = 4 on 512 threads, 2 blocks an SM. Split rows,
 //    without dropout: bf16 rows of 513-1024 vectors at C = 2 on 512 threads, 4 blocks an
 //    SM, the second vector through shared memory (kBlocksSplit); fp32 rows of 1025-2048
@@ -51,10 +47,11 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "../../common/csrc/alignment.h"
 #include "../../common/csrc/convert.cuh"
-#include "../../common/csrc/dtype_dispatch.cuh"
 #include "../../common/csrc/reduce.cuh"
 #include "../../common/csrc/row_pipeline.cuh"
+#include "../../common/csrc/static_switch.h"
 #include "softmax_bwd.h"
 
 namespace {
@@ -64,29 +61,21 @@ constexpr int kMaxChunks = 8;     // C: 16-byte vectors of y and of dy per threa
 constexpr int kMaxThreads = 512;  // threads of a C >= 4 block row (16 warp partials)
 constexpr int kWarpMaxVecs = 64;  // vectorized rows of more vectors take block rows
 // Vectorized rows of 65-1024 vectors: one vector a thread on 128-1024 threads, 2 blocks of
-// 1024 an SM (<= 32 registers; 30-32 by ptxas, no spills). The C = 2 rows they replaced
-// needed 40 registers at 16 bits, and spilled 60-76 bytes at 4 blocks of 512 an SM.
+// 1024 an SM at <= 32 registers (C = 2 rows needed 40 registers, or spilled at 4 blocks).
 constexpr int kC1Threads = 1024, kBlocksC1 = 2;
-// bf16 rows of 513-1024 vectors without dropout: C = 2 on 512 threads at 4 blocks an SM
-// (Liger's tiling), the second vector of y and dy staged through the thread's shared-memory
-// slots by cp.async, so a thread holds one vector in registers (<= 32). Timed after the clean
-// L2 flush beside the C = 1 rows on 1024 threads: 4096x8192 bf16 0.976 -> 0.993 and 0.958 ->
-// 1.000 of the copy bandwidth (Liger 1.016, 1.003), H200, 2026-11-30 tenth session; behind
-// the dirty flush (ninth session) within the spread. fp16 and dropout rows keep C = 1: they
-// spilled 8 bytes here, and split's dropout rows lost 4% (eighth session).
+// bf16 split rows of 513-1024 vectors without dropout: C = 2 on 512 threads at 4 blocks an
+// SM (Liger's tiling), the second vector of y and dy staged in the thread's shared-memory
+// slots by cp.async, so that a thread holds one vector in registers (<= 32). fp16 and
+// dropout rows keep C = 1: they spilled here, or were slower (BENCHMARKS.md, softmax:
+// ideas dropped).
 constexpr int kBlocksSplit = 4;
-// fp32 rows of 1025-2048 vectors at C = 4 on 512 threads, 2 blocks an SM (<= 64
-// registers; rows with dropout, the others are split rows, below). At C = 2 on 1024
-// threads (44 registers: one block an SM) 4096x8192 fp32 ran at 0.75-0.88 of the copy
-// bandwidth from run to run; at C = 4 with the lean block rows (below) at 0.95, Liger's
-// speed; C = 4 without them stayed at 0.75 (BENCHMARKS.md, 2026-11-30 sixth session).
+// fp32 rows of 1025-2048 vectors with dropout: C = 4 on 512 threads, 2 blocks an SM at
+// <= 64 registers, with the lean block rows below (C = 2 on 1024 threads, one block an SM,
+// ran slower and unsteadily).
 constexpr int kBlocksC4Fp32 = 2;
-// fp32 rows of 1025-2048 vectors without dropout: split rows (softmax_bwd_split_kernel) at
-// C = 4 on 512 threads, chunks 2-3 through shared memory, 3 blocks an SM at <= 40
-// registers; the plain C = 4 kernel at 3 blocks spilled 140 bytes and lost a third.
-// Timed beside the C = 4 rows at 2 blocks, Liger and the shipped kernel again (twin), H200,
-// 2026-11-30 twelfth session: 4096x8192 fp32 94.50 -> 93.47 us and 94.62 -> 93.47 (Liger
-// 93.34, 93.09; 0.993 -> 1.004 of the copy bandwidth).
+// fp32 split rows of 1025-2048 vectors without dropout (softmax_bwd_split_kernel): C = 4
+// on 512 threads, chunks 2-3 staged in shared memory, 3 blocks an SM at <= 40 registers
+// (the plain C = 4 kernel spilled at 3 blocks and was slower).
 constexpr int kBlocksSplitF32 = 3;
 // Scalar block rows: 16-bit elements loaded one by one sit in a register each until
 // packed, so a thread needs up to ~160 registers there (512 threads would cap it at 128)
@@ -251,10 +240,9 @@ softmax_bwd_kernel(const SoftmaxBwdParams p) {
       kWarp ? int64_t(blockIdx.x) * kWarpRows + threadIdx.x / 32 : int64_t(blockIdx.x);
   if (kWarp && row >= p.rows) return;  // the whole warp: no shuffles left behind
   // Lean block rows (up to 4 vectors a thread, held whole): 32-bit offsets within the row
-  // and the warp partials summed by a butterfly; with both, fp32 4096x8192 reached Liger's
-  // speed (with neither, or with the butterfly alone, it did not). Warp rows keep 64-bit
-  // offsets (32-bit measured 2-4% slower at 8192x1024 bf16) and so do C = 8 rows (the 16-bit
-  // one spills 128 bytes at its 128-register cap with them).
+  // and the warp partials summed by a butterfly (fp32 rows needed both to reach Liger's
+  // speed). Warp rows keep 64-bit offsets (32-bit ones were slower) and so do C = 8 rows
+  // (the 16-bit one spills at its 128-register cap with them).
   constexpr bool kLean = !kWarp && !kStream && C <= 4;
   using Idx = std::conditional_t<kLean, int, int64_t>;
   const Idx n = Idx(p.n);
@@ -415,55 +403,40 @@ cudaError_t launch_split(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, 
 // as split rows, launch_split), scalar block rows C >= 4.
 template <typename T, int C, bool kWarp, bool kStream>
 cudaError_t launch_variant(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, cudaStream_t s) {
-  constexpr bool kVecPlanned = kWarp ? C <= 2 : true;
-  constexpr bool kScalarPlanned = kWarp || C >= 4;
-  if (plan.vectorized) {
-    if constexpr (kVecPlanned) {
-      if (p.dropout)
-        softmax_bwd_kernel<T, C, kWarp, true, true, kStream><<<plan.grid, plan.block, 0, s>>>(p);
-      else
-        softmax_bwd_kernel<T, C, kWarp, true, false, kStream><<<plan.grid, plan.block, 0, s>>>(p);
+  static constexpr bool kVecPlanned = kWarp ? C <= 2 : true;
+  static constexpr bool kScalarPlanned = kWarp || C >= 4;
+  return BOOL_SWITCH(plan.vectorized, kVec, [&] {
+    if constexpr (kVec ? kVecPlanned : kScalarPlanned) {
+      BOOL_SWITCH(p.dropout, kDrop, [&] {
+        softmax_bwd_kernel<T, C, kWarp, kVec, kDrop, kStream>
+            <<<plan.grid, plan.block, 0, s>>>(p);
+      });
       return cudaSuccess;
+    } else {
+      return cudaErrorInvalidValue;
     }
-  } else if constexpr (kScalarPlanned) {
-    if (p.dropout)
-      softmax_bwd_kernel<T, C, kWarp, false, true, kStream><<<plan.grid, plan.block, 0, s>>>(p);
-    else
-      softmax_bwd_kernel<T, C, kWarp, false, false, kStream><<<plan.grid, plan.block, 0, s>>>(p);
-    return cudaSuccess;
-  }
-  return cudaErrorInvalidValue;
+  });
 }
 
+// The row kernels of a plan, for y's dtype T (instantiated for every dtype at the end).
 template <typename T>
-cudaError_t launch_typed(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, cudaStream_t s) {
+cudaError_t launch_rows(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan, cudaStream_t s) {
   cudaError_t err;
   if (plan.split) {
     err = launch_split<T>(p, plan, s);
   } else if (plan.warp_per_row) {
-    switch (plan.chunks) {
-      case 1: err = launch_variant<T, 1, true, false>(p, plan, s); break;
-      case 2: err = launch_variant<T, 2, true, false>(p, plan, s); break;
-      case 4: err = launch_variant<T, 4, true, false>(p, plan, s); break;
-      case 8: err = launch_variant<T, 8, true, false>(p, plan, s); break;
-      default: return cudaErrorInvalidValue;
-    }
+    err = INT_SWITCH(plan.chunks, C, (1, 2, 4, 8), [&] {
+      return launch_variant<T, C, true, false>(p, plan, s);
+    });
   } else if (plan.streamed) {
     if (plan.chunks != kMaxChunks) return cudaErrorInvalidValue;
     err = launch_variant<T, kMaxChunks, false, true>(p, plan, s);
-  } else {
-    switch (plan.chunks) {  // C = 2 block rows are split rows (above)
-      case 1: err = launch_variant<T, 1, false, false>(p, plan, s); break;
-      case 4: err = launch_variant<T, 4, false, false>(p, plan, s); break;
-      case 8: err = launch_variant<T, 8, false, false>(p, plan, s); break;
-      default: return cudaErrorInvalidValue;
-    }
+  } else {  // C = 2 block rows are split rows (above)
+    err = INT_SWITCH(plan.chunks, C, (1, 4, 8), [&] {
+      return launch_variant<T, C, false, false>(p, plan, s);
+    });
   }
   return err != cudaSuccess ? err : cudaGetLastError();
-}
-
-bool aligned(const void *ptr, int bytes) {
-  return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
 }
 
 int pow2_ceil(int64_t v) {
@@ -476,7 +449,7 @@ int pow2_ceil(int64_t v) {
 
 SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p) {
   SoftmaxBwdPlan plan{};
-  const int es = p.dtype == DType::kFloat32 ? 4 : 2;
+  const int es = elem_size(p.dtype);
   const int V = 16 / es;
   const int64_t nv = (int64_t(p.n) + V - 1) / V;  // 16-byte vectors per row
   // a row's start is aligned when the base is and every row stride is a multiple of V
@@ -523,7 +496,11 @@ SoftmaxBwdPlan softmax_bwd_plan(const SoftmaxBwdParams &p) {
 cudaError_t softmax_bwd_launch(const SoftmaxBwdParams &p, const SoftmaxBwdPlan &plan,
                                cudaStream_t stream) {
   if (p.rows == 0 || p.n == 0) return cudaSuccess;
-  return with_dtype(p.dtype, [&](auto t) {
-    return launch_typed<typename decltype(t)::type>(p, plan, stream);
-  });
+  return DTYPE_SWITCH(p.dtype, T, [&] { return launch_rows<T>(p, plan, stream); });
 }
+
+namespace {
+template cudaError_t launch_rows<float>(const SoftmaxBwdParams &, const SoftmaxBwdPlan &, cudaStream_t);
+template cudaError_t launch_rows<__half>(const SoftmaxBwdParams &, const SoftmaxBwdPlan &, cudaStream_t);
+template cudaError_t launch_rows<__nv_bfloat16>(const SoftmaxBwdParams &, const SoftmaxBwdPlan &, cudaStream_t);
+}  // namespace
