@@ -22,7 +22,7 @@ on a row of 1000 + N(0, 1) in fp32 the saved mean is off by up to half an ulp of
 tolerance. Given the same (mean, rstd) the x-hat form and the x form of dx (seed 002) are
 the same polynomial, so both are measured against this one value. When mean and rstd are
 the exact float64 statistics of x (as `forward` returns them), `backward` is the gradient
-of `forward`, which tests/test_golden_layer_norm.py checks against autograd.
+of `forward`, which tests/layer_norm/test_golden.py checks against autograd.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Build this project's CUDA extensions with torch.utils.cpp_extension, once per process.
 
 Each kernel folder has torch-free sources (the kernels' `.cu` files, compiled with nvcc
-alone in CI by tests/test_cuda_sources.py, and the host planning `.cpp` files) and a thin
+alone in CI by tests/cuda/test_cuda_sources.py, and the host planning `.cpp` files) and a thin
 binding `.cpp`. The extension is compiled on first use for the current GPU's architecture
 (sm_90 on Hopper; BWD_SUITE_CUDA_ARCH=90 overrides), cached by torch in
 TORCH_EXTENSIONS_DIR, and built ahead of a run by `python -m suite prebuild`. A failed

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for the layer_norm and softmax ops: install the carried Liger wheel,
 # build our CUDA kernels, then per op the gpu profile as pytest items plus the op's tests
-# (tests/test_<op>*.py; with the first op also tests/test_ncu_case.py), with
+# (tests/<op>/; with the first op also tests/scripts/test_ncu_case.py), with
 # compute-sanitizer on the smoke cases alongside when SANITIZE=1, and last, alone on the
 # GPU, the perf profile as one timed run of every implementation; all under $OUT.
 #   device run: OPS="layer_norm softmax" [SANITIZE=1] bash scripts/gpu_ops.sh   (carry: .whl)
@@ -28,10 +28,10 @@ if [ -n "${SANITIZE:-}" ]; then  # out-of-bounds, shared-memory races, barrier m
     pids+=($!)
   done; done
 fi
-# the op's GPU tests in tests/ (named after it), besides its cases; the tools' GPU tests
+# the op's GPU tests (tests/<op>/), besides its cases; the tools' GPU tests
 # (scripts/ncu_case.py's timeline) once, with the first op
-op_tests() { ls tests/test_"$1"*.py 2>/dev/null; }
-tool_tests=tests/test_ncu_case.py
+op_tests() { ls -d tests/"$1" 2>/dev/null; }
+tool_tests=tests/scripts/test_ncu_case.py
 for op in ${OPS:-layer_norm softmax}; do
   timeout "${PYTEST_TIMEOUT:-200}" python3 -m pytest -n 6 -q -p no:cacheprovider cases \
     $(op_tests "$op") $tool_tests --suite-op "$op" > "$OUT/pytest_$op.log" 2>&1

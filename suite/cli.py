@@ -18,7 +18,7 @@ from typing import Optional
 from suite.errors import EXIT_BAD_INPUT, SuiteInputError
 
 # suite.timing.L2_FLUSH_MODES and DEFAULT_WARMUP_S, repeated so that building the parser
-# does not import torch (tests/test_timing.py checks that they agree)
+# does not import torch (tests/harness/test_timing.py checks that they agree)
 L2_FLUSH_MODES = ("clean", "dirty", "none")
 DEFAULT_WARMUP_MS = 25.0
 

@@ -1,4 +1,4 @@
-"""Helpers shared by the golden self-check tests (tests/test_golden_*.py)."""
+"""Helpers shared by the golden self-check tests (tests/<op>/test_golden.py)."""
 
 import pytest
 import torch

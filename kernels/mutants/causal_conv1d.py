@@ -5,7 +5,7 @@ table (and a few more a port gets wrong) into the tiled model
 The suite must fail every one on the default CI cases (mutation score 100%), and its
 diagnosis should name the planted cause: each mutant's function carries
 `planted_cause`, a value of `ops.causal_conv1d_diagnosis.Cause`, which
-`python -m suite mutants` and tests/test_mutants.py compare with the diagnosis.
+`python -m suite mutants` and tests/harness/test_mutants.py compare with the diagnosis.
 Registered with kind "mutant", so runs skip them unless asked (`--include-mutants`,
 `--impl <name>` or `python -m suite mutants`).
 """

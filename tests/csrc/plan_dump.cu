@@ -1,6 +1,6 @@
 // Prints the launch plans of our LayerNorm, softmax and causal conv1d backward kernels, one
 // JSON object a line, for problems read from stdin: host code only (no device is touched),
-// so the planning is testable on a machine without a GPU (tests/test_kernel_plans.py).
+// so the planning is testable on a machine without a GPU (tests/cuda/test_kernel_plans.py).
 //   ln  rows n x_dtype w_dtype affine partials misalign_bytes row_pad sm_count
 //   sm  rows n dtype dropout misalign_bytes row_pad
 //   cv  batch dim seqlen width dtype channel_last misalign_bytes

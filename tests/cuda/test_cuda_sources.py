@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-KERNELS = Path(__file__).resolve().parents[1] / "kernels"
+KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 NVCC = shutil.which("nvcc")
 
 
@@ -69,7 +69,7 @@ def _cuda_include():
     import os
     roots = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda", *sorted(glob.glob("/usr/local/cuda-*"))]
     if NVCC:
-        roots.append(str(Path(NVCC).resolve().parents[1]))
+        roots.append(str(Path(NVCC).resolve().parents[2]))
     return next((str(Path(r) / "include") for r in roots
                  if r and (Path(r) / "include" / "cuda_runtime.h").exists()), None)
 

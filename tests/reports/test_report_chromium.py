@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from reports import render
-from tests.test_report import perf, with_failures  # noqa: F401  (fixture)
+from tests.reports.test_report import perf, with_failures  # noqa: F401  (fixture)
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 BROWSER = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)

@@ -26,7 +26,7 @@ SPEC = registry.op("causal_conv1d")
 CPU = torch.device("cpu")
 CEIL = Ceilings(device_name="cpu", copy_gbps=None, copy_source="none", peak_tflops=None)
 OPTS = RunOptions(device=CPU, golden_device=CPU, repeats=1, timing=False)
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def case(**params) -> Case:

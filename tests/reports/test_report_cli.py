@@ -10,7 +10,7 @@ import pytest
 from suite import results
 from suite.cli import main
 from suite.results import read_results
-from tests.test_report import GPU, PERF, XSS
+from tests.reports.test_report import GPU, PERF, XSS
 
 
 def write(df, path, version=None):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NVCC = shutil.which("nvcc")
 SMEM_LIMIT = 227 * 1024        # dynamic + static shared memory of one block, sm_90
 LN_STATIC_SMEM = 2 * 32 * 8    # ln kernels' red[2][32] float2

@@ -13,9 +13,9 @@ from suite import registry, results
 from suite.errors import SuiteInputError
 from suite.roofline import Ceilings
 from suite.runner import RunOptions, run_case
-from tests.test_verdicts import make_case
+from tests.harness.test_verdicts import make_case
 
-SCHEMA_DOC = Path(__file__).resolve().parents[1] / "docs" / "results-schema.md"
+SCHEMA_DOC = Path(__file__).resolve().parents[2] / "docs" / "results-schema.md"
 CEIL = Ceilings(device_name="cpu", copy_gbps=10.0, copy_source="test", peak_tflops=None)
 
 

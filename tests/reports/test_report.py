@@ -16,7 +16,7 @@ from reports import render
 from suite.regression import Rule
 from suite.results import read_results
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 # the H200 foundation run: torch_ref and torch_tiled, the perf and the gpu profile
 PERF = DATA / "h200-foundation-perf.parquet"

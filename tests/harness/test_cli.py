@@ -10,7 +10,7 @@ import pytest
 from suite import results
 from suite.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["--case", "causal_conv1d/bias/", "--no-timing", "--repeats", "1", "--quiet",
          "--device", "cpu"]
 

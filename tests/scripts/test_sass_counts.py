@@ -9,7 +9,7 @@ import pytest
 
 from suite.errors import SuiteInputError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "tests" / "data"
 CONV1D_ELEMS = 8 * 4096 * 2048  # B8-D4096-L2048-K4-bf16-cf-silu
 

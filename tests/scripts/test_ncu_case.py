@@ -10,7 +10,7 @@ import pytest
 from suite.cases import load_cases
 from suite.errors import SuiteInputError
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "ncu_case.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "ncu_case.py"
 
 
 @pytest.fixture()

@@ -20,7 +20,7 @@ from suite.cases import Case
 from suite.roofline import Ceilings
 from suite.runner import CaseContext, RunOptions, run_item
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SPEC = registry.op("layer_norm")
 IMPLS = {i.name: i for i in registry.implementations("layer_norm")}

@@ -10,9 +10,9 @@ import pytest
 
 from suite import cuda_fault
 from suite.runner import RunOptions, run_case
-from tests.test_verdicts import CEIL, CPU, SPEC, correct, impl, make_case
+from tests.harness.test_verdicts import CEIL, CPU, SPEC, correct, impl, make_case
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from suite import registry
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _pytest(impl: str):

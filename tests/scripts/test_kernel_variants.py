@@ -14,7 +14,7 @@ import pytest
 from suite import registry
 from suite.errors import SuiteInputError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture()

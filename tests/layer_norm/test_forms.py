@@ -1,5 +1,5 @@
 """The two algebraic forms of the LayerNorm dx (kernels/layer_norm/forms.py) measured by
-the suite's own metrics and verdicts (suite.runner, as tests/test_verdicts.py does).
+the suite's own metrics and verdicts (suite.runner, as tests/harness/test_verdicts.py does).
 
 Rows of 1000 + N(0, 1) in fp32, N = 256, seed 1234 (CPU, torch 2.13): the x
 form's normalized dx error is 1.1e-5, 180x the x-hat form's 6.3e-8, and it passes: the
