@@ -1,6 +1,6 @@
 """The launch plans of our LayerNorm, softmax and causal conv1d backward kernels, on any
 machine with nvcc:
-tests/csrc/plan_dump.cu links the ops' torch-free sources (their host planning code runs,
+tests/cuda/csrc/plan_dump.cu links the ops' torch-free sources (their host planning code runs,
 no device is touched; the launch code links against the kernels' explicit instantiations)
 and prints the plan of each problem; here every plan is held to the rules the kernels rely on
 (path choice, tile shape covering the row, block and shared-memory limits of sm_90, the
@@ -35,7 +35,7 @@ def plan_dump(tmp_path_factory):
     exe = tmp_path_factory.mktemp("plans") / "plan_dump"
     # every source the extensions build but the torch bindings: a dispatch that reaches a
     # kernel no .cu instantiates fails to link
-    srcs = [ROOT / "tests/csrc/plan_dump.cu"] + [
+    srcs = [ROOT / "tests/cuda/csrc/plan_dump.cu"] + [
         s for op in (layer_norm, softmax, conv1d) for s in op.SOURCES
         if not s.name.endswith("_binding.cpp")]
     # PTX only: the device code need not go through ptxas for host-side planning

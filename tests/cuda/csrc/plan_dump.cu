@@ -10,9 +10,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "../../kernels/causal_conv1d/csrc/conv1d_bwd.h"
-#include "../../kernels/layer_norm/csrc/layer_norm_bwd.h"
-#include "../../kernels/softmax/csrc/softmax_bwd.h"
+#include "../../../kernels/causal_conv1d/csrc/conv1d_bwd.h"
+#include "../../../kernels/layer_norm/csrc/layer_norm_bwd.h"
+#include "../../../kernels/softmax/csrc/softmax_bwd.h"
 
 int main() {
   char op[8];

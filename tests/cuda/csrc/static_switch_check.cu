@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <type_traits>
 
-#include "../../kernels/common/csrc/static_switch.h"
+#include "../../../kernels/common/csrc/static_switch.h"
 
 template <typename Want>
 static bool maps_to(DType dt) {
