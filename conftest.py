@@ -1,13 +1,17 @@
 """pytest entry: every case file under cases/ becomes test items, one per
 (case x implementation), named by the case id: `causal_conv1d/states/B2-...[torch_ref]`.
 
-Options (group "bwd-suite") pick the profile, op, implementations and device. An item
-fails with the verdict's reason; an implementation that cannot run the case (GPU-only on
-a CPU, an undeclared feature) is skipped with the reason.
+Options (group "bwd-suite") pick the profile, op, implementations and device; they are
+checked once, in pytest_configure, and a bad one is a single usage error (exit 4). An item
+fails with the verdict's reason, the diagnosis and the commands that rerun it alone; an
+implementation that cannot run the case (GPU-only on a CPU, an undeclared feature) is
+skipped with the reason.
 """
 
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -16,6 +20,12 @@ import torch
 from suite import cases as cases_mod
 from suite import registry
 from suite.errors import SuiteInputError
+
+DEFAULT_REPEATS = 2
+_OPTIONS = ("--suite-profile", "--suite-op", "--suite-impl", "--suite-device",
+            "--suite-repeats")
+# the run command's flags in messages from suite/ -> this plugin's options
+_FLAGS = re.compile(r"(?<![\w-])--(op|impl)\b")
 
 
 def pytest_addoption(parser):
@@ -28,8 +38,8 @@ def pytest_addoption(parser):
                 help="comma-separated implementations (default: all non-mutants)")
     g.addoption("--suite-device", metavar="DEV", default=None,
                 help="torch device for the items (default: cuda when available, else cpu)")
-    g.addoption("--suite-repeats", metavar="R", type=int, default=2,
-                help="calls per item for the determinism check (default 2)")
+    g.addoption("--suite-repeats", metavar="R", type=int, default=None,
+                help=f"calls per item for the determinism check (default {DEFAULT_REPEATS})")
 
 
 def pytest_configure(config):
@@ -39,39 +49,67 @@ def pytest_configure(config):
         torch.set_num_threads(1)
     config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped on a CPU")
     config.addinivalue_line("markers", "conformance(op): an item generated from a case file")
+    # checked once here: a bad option is one usage error (exit 4), not one per case file
+    # or a traceback per item
+    config.stash[_SELECTION] = _Selection(config)
+
+
+def _xdist_gpu(config):
+    """Under pytest-xdist on a machine of several GPUs, worker gwN's GPU: cuda:(N mod the
+    GPU count), so that `-n <GPUs>` puts one worker on each; None otherwise (the default
+    device)."""
+    worker = getattr(config, "workerinput", {}).get("workerid", "")
+    if not worker.startswith("gw") or not torch.cuda.is_available():
+        return None
+    count = torch.cuda.device_count()
+    return f"cuda:{int(worker[2:]) % count}" if count > 1 else None
+
+
+def _usage_error(e: SuiteInputError) -> pytest.UsageError:
+    """A suite input error as pytest's usage error, naming this plugin's options."""
+    return pytest.UsageError(_FLAGS.sub(r"--suite-\1", str(e)))
 
 
 class _Selection:
-    """Options parsed once per session; bad names become a usage error."""
+    """The plugin's options, parsed and checked once per session."""
 
     def __init__(self, config):
-        dev = config.getoption("--suite-device") or (
-            "cuda" if torch.cuda.is_available() else "cpu")
-        self.device = torch.device(dev)
-        if self.device.type == "cuda" and self.device.index is None:
-            self.device = torch.device("cuda", 0)
-        self.profile = config.getoption("--suite-profile") or (
-            "gpu" if self.device.type == "cuda" else "ci")
-        self.op = config.getoption("--suite-op")
-        impl = config.getoption("--suite-impl")
-        self.impl_names = [n.strip() for n in impl.split(",")] if impl else None
-        self.repeats = config.getoption("--suite-repeats")
+        from suite.selection import impl_names, implementations_by_op, parse_device
+
+        given = {name: config.getoption(name) for name in _OPTIONS}
+        self.given = {k: v for k, v in given.items() if v is not None}
+        self.repeats = given["--suite-repeats"]
+        self.op = given["--suite-op"]
+        self.impl_names = impl_names(given["--suite-impl"])
         try:
-            cases_mod.profile_names(self.profile, "--suite-profile")
+            if self.repeats is not None and self.repeats < 1:
+                raise SuiteInputError("--suite-repeats", f"must be at least 1, got {self.repeats}")
+            self.device = parse_device(given["--suite-device"] or _xdist_gpu(config),
+                                       "--suite-device")
+            self.profile = cases_mod.profile_names(
+                given["--suite-profile"] or ("gpu" if self.device.type == "cuda" else "ci"),
+                "--suite-profile")
             if self.op:
                 registry.op(self.op, where="--suite-op")
-            for op_name in registry.ops():
-                registry.select_implementations(op_name, self.impl_names)
+            # op -> implementations, every --suite-impl name resolved here, once; without
+            # the option, at the first case file (a run of tests/ alone imports no kernel)
+            self.impls = implementations_by_op(self.impl_names, default_op=self.op) \
+                if self.impl_names else None
         except SuiteInputError as e:
-            raise pytest.UsageError(str(e)) from None
+            raise _usage_error(e) from None
+        self.repeats = self.repeats or DEFAULT_REPEATS
+
+    def implementations(self, op_name: str) -> list:
+        """The implementations that make items of `op_name`'s cases."""
+        if self.impls is None:
+            self.impls = {o: registry.select_implementations(o, None) for o in registry.ops()}
+        return self.impls[op_name]
 
 
 _SELECTION = pytest.StashKey[_Selection]()
 
 
 def _selection(config) -> _Selection:
-    if _SELECTION not in config.stash:
-        config.stash[_SELECTION] = _Selection(config)
     return config.stash[_SELECTION]
 
 
@@ -84,14 +122,11 @@ def pytest_collect_file(file_path: Path, parent):
 class CaseFile(pytest.File):
     def collect(self):
         sel = _selection(self.config)
-        try:
-            cases = cases_mod.load_file(self.path, cases_mod.CASES_DIR.parent)
-        except SuiteInputError:
-            raise
+        cases = cases_mod.load_file(self.path, cases_mod.CASES_DIR.parent, sel.profile)
         for case in cases:
             if not case.in_profile(sel.profile) or (sel.op and case.op != sel.op):
                 continue
-            for impl in registry.select_implementations(case.op, sel.impl_names):
+            for impl in sel.implementations(case.op):
                 item = CaseItem.from_parent(self, name=f"{case.id}[{impl.name}]",
                                             case=case, impl=impl)
                 item.add_marker(pytest.mark.conformance(case.op))
@@ -156,10 +191,35 @@ class CaseItem(pytest.Item):
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, VerdictFailure):
             r = excinfo.value.row
-            return (f"{r.verdict}: {r.reason}\n"
+            diagnosis = f"  diagnosis: {r.diagnosis}\n" if r.diagnosis else ""
+            return (f"{r.verdict}: {r.reason}\n{diagnosis}"
                     f"  case {self.case.id} ({self.case.file}), seed {self.case.seed}\n"
-                    f"  params {dict(self.case.params)}")
+                    f"  params {dict(self.case.params)}\n"
+                    f"  rerun it alone: {self.rerun_pytest()}\n"
+                    f"              or: {self.rerun_suite()}")
         return super().repr_failure(excinfo)
+
+    def _impl_ref(self) -> str:
+        return self.impl.origin or self.impl.name
+
+    def rerun_pytest(self) -> str:
+        """The pytest command that collects this item alone, with the options that chose
+        it."""
+        sel = _selection(self.config)
+        options = {**sel.given, "--suite-impl": self._impl_ref()}
+        words = ["python", "-m", "pytest", self.nodeid]
+        for name, value in options.items():
+            words += [name, str(value)]
+        return shlex.join(words)
+
+    def rerun_suite(self) -> str:
+        """The same item through `python -m suite run`."""
+        sel = _selection(self.config)
+        words = ["python", "-m", "suite", "run", "--profile", sel.profile, "--op",
+                 self.case.op, "--impl", self._impl_ref(), "--case", self.case.id]
+        if "--suite-device" in sel.given:
+            words += ["--device", str(sel.device)]
+        return shlex.join(words)
 
     def reportinfo(self):
         return self.path, None, f"{self.case.id}[{self.impl.name}]"

@@ -1,6 +1,8 @@
 """Regressions and improvements against the baseline run (suite.regression), as tables:
-timing changes with their ratio and p-value, new and fixed failures, cases that
-disappeared and new cases. Long lists are cut at MAX_LISTED with a count."""
+timing changes with their ratio and p-value, new failures, failing new cases, unexpected
+passes, fixed failures, known failures (expected), cases that disappeared and new cases,
+and the full table of ratios (every compared item, flagged ones on top). Long lists are
+cut at MAX_LISTED (the ratios at MAX_RATIOS) with a count."""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ from reports import fmt
 from suite.regression import Change, Comparison
 
 MAX_LISTED = 300
+MAX_RATIOS = 2000  # rows of the full table of ratios (--format json holds them all)
 FIRST_ROWS = 20  # rows shown open per listing; the rest fold
+FLAG_TEXT = {Change.REGRESSION: "regression", Change.IMPROVEMENT: "improvement",
+             Change.UNCERTAIN: "beyond the factor, not significant", Change.UNCHANGED: ""}
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,8 @@ class TimingRow:
     ratio: fmt.Num
     p: fmt.Num
     n: str  # "baseline/current" sample counts
+    change: str = ""  # suite.regression.Change value
+    flag: str = ""  # FLAG_TEXT: "" when within the factor
 
 
 @dataclass(frozen=True)
@@ -34,12 +41,15 @@ class VerdictRow:
     before: str
     after: str
     reason: str
+    declared: str = ""  # the known_failure of a known item
 
 
 class Kind(enum.Enum):
     TIMING = "timing"  # rows are TimingRow
     VERDICT = "verdict"  # VerdictRow with before and after
     PRESENCE = "presence"  # VerdictRow with the verdict in the one run holding it
+    KNOWN = "known"  # VerdictRow of a declared known failure, with its declaration
+    RATIOS = "ratios"  # TimingRow of every compared item, with its flag
 
 
 @dataclass(frozen=True)
@@ -73,12 +83,28 @@ class Changes:
     env_differences: tuple
     listings: tuple  # the non-empty ones
     empty: tuple  # titles of the empty ones
+    vacuous: str = ""  # why no timed item could be compared ("" when some were)
+    n_known: int = 0  # known failures (expected)
+    n_unexpected_passes: int = 0
+    ratios: object = None  # Listing of every compared item (None when none was)
+
+    @property
+    def tone(self) -> str:
+        """The banner: "bad" when the gate failed, "warn" when nothing was timed against
+        the baseline, else "ok"."""
+        return "bad" if self.gate_failed else ("warn" if self.vacuous else "ok")
 
 
-def _timing(items) -> tuple:
+def _timing(items, cap: int = MAX_LISTED) -> tuple:
     return tuple(TimingRow(t.op, t.case_id, t.impl, fmt.seconds(t.base_median_s),
                            fmt.seconds(t.cur_median_s), fmt.times(t.ratio), fmt.pvalue(t.p),
-                           f"{t.n_base}/{t.n_cur}") for t in items[:MAX_LISTED])
+                           f"{t.n_base}/{t.n_cur}", t.change.value, FLAG_TEXT[t.change])
+                 for t in items[:cap])
+
+
+def _known(items) -> tuple:
+    return tuple(VerdictRow(k.op, k.case_id, k.impl, k.before or "", k.verdict,
+                            k.reason or "", k.known_failure) for k in items[:MAX_LISTED])
 
 
 def _verdicts(items) -> tuple:
@@ -103,12 +129,25 @@ def build(c: Comparison) -> Changes:
         Listing("regressions", "Regressions", "slower beyond the factor, significant",
                 Kind.TIMING, _timing(regressions), len(regressions)),
         Listing("new-failures", "New failures",
-                "fail or error now; passed, was unsupported or did not exist before",
+                "cases in both runs that fail, raise or time out now and passed or were "
+                "unsupported before (or failed as declared); not a declared known failure",
                 Kind.VERDICT, _verdicts(list(c.new_failures)), len(c.new_failures)),
+        Listing("failing-new-cases", "Failing new cases",
+                "cases absent from the baseline that fail, raise or time out; not a "
+                "declared known failure", Kind.VERDICT, _verdicts(list(c.failing_new_cases)),
+                len(c.failing_new_cases)),
+        Listing("unexpected-passes", "Unexpected passes",
+                "declared known failures that pass: the declaration is out of date "
+                "(pytest's strict xfail)", Kind.KNOWN, _known(list(c.unexpected_passes)),
+                len(c.unexpected_passes)),
         Listing("improvements", "Improvements", "faster beyond the factor, significant",
                 Kind.TIMING, _timing(improvements), len(improvements)),
         Listing("fixed", "Fixed failures", "failed or raised before, pass now", Kind.VERDICT,
                 _verdicts(list(c.fixed_failures)), len(c.fixed_failures)),
+        Listing("known-failures", "Known failures (expected)",
+                "fail now as their implementation declares (known_failure): expected, not "
+                "new failures", Kind.KNOWN, _known(list(c.known_failures)),
+                len(c.known_failures)),
         Listing("uncertain", "Beyond the factor, not significant",
                 "the medians differ by more than the factor but the samples do not show it "
                 "at the chosen alpha (too few or too noisy samples)", Kind.TIMING,
@@ -118,8 +157,17 @@ def build(c: Comparison) -> Changes:
         Listing("new-cases", "New cases", "in the current results only", Kind.PRESENCE,
                 _presence(list(c.new_cases)), len(c.new_cases)),
     )
+    ratios = Listing("ratios", "Every compared timing",
+                     "each item timed in both runs on the same device after the same L2 flush: "
+                     "baseline and current median, their ratio (above ×1 is slower), the "
+                     "Mann-Whitney p, and whether the rule flags it; flagged items first, "
+                     "then by distance from ×1", Kind.RATIOS,
+                     _timing(list(c.compared), MAX_RATIOS), len(c.compared)) \
+        if c.compared else None
     return Changes(rule=c.rule.describe(), n_common=fmt.count(c.n_common),
                    n_timed=fmt.count(c.n_timed), gate_failed=c.gate_failed,
                    env_differences=c.env_differences,
                    listings=tuple(x for x in listings if x.n_total),
-                   empty=tuple(x.title.lower() for x in listings if not x.n_total))
+                   empty=tuple(x.title.lower() for x in listings if not x.n_total),
+                   vacuous=c.vacuous_reason or "", n_known=len(c.known_failures),
+                   n_unexpected_passes=len(c.unexpected_passes), ratios=ratios)

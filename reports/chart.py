@@ -9,12 +9,11 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
-from reports import fmt
+from reports import fmt, palette
 
 WIDTH, HEIGHT = 760, 440
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 20, 50  # margins for tick labels
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
-           "#17becf", "#7f7f7f", "#bcbd22")
+PALETTE = palette.PALETTE
 MAX_DECADES_BELOW = 2  # how far the y axis may extend below the points to show a line
 
 
@@ -117,10 +116,12 @@ COPY_CURVE_LABEL = "copy of the same bytes"
 
 
 def loglog(data: Sequence[Datum], copy_gbps: Sequence[tuple],
-           series: Sequence[str] = (), copies: Sequence[tuple] = ()) -> Optional[Chart]:
-    """`copy_gbps`: (label, GB/s) of each bandwidth line; `series`: legend order (and
-    colours), the data's order where not given; `copies`: (bytes, seconds) of device copies
-    of the items' own bytes, drawn as one curve in order of bytes."""
+           series: Sequence[str] = (), copies: Sequence[tuple] = (),
+           colors: Optional[dict] = None) -> Optional[Chart]:
+    """`copy_gbps`: (label, GB/s) of each bandwidth line; `series`: legend order, the
+    data's order where not given; `copies`: (bytes, seconds) of device copies of the items'
+    own bytes, drawn as one curve in order of bytes; `colors`: {series: colour}, the page's
+    implementation colours (reports.palette), by default those of these series."""
     data = [d for d in data if d.bytes > 0 and d.seconds > 0]
     if not data:
         return None
@@ -144,7 +145,8 @@ def loglog(data: Sequence[Datum], copy_gbps: Sequence[tuple],
     series = list(dict.fromkeys([*series, *(d.series for d in data)]))
     present = {d.series for d in data}
     series = [s for s in series if s in present]
-    color = {s: PALETTE[k % len(PALETTE)] for k, s in enumerate(series)}
+    given = colors if colors is not None else palette.colors(series)
+    color = {s: palette.color(given, s) for s in series}
     points = tuple(Point(round(sx(math.log10(d.bytes)), 1), round(sy(math.log10(d.seconds)), 1),
                          color[d.series], d.title, d.href) for d in data)
     lines = []

@@ -39,7 +39,8 @@ class DetailGroup:
 
 
 COLUMNS = ["op", "case_group", "case_id", "impl", "verdict", "failure_kind", "outputs",
-           "determinism", "det_spread", "time_median_s", "timed", "entry", "anchor", "reason"]
+           "determinism", "det_spread", "time_median_s", "timed", "entry", "anchor", "reason",
+           "expected", "xpass", "known"]
 NOTE_CHARS = 240  # the failure entry holds the whole reason
 
 
@@ -57,7 +58,9 @@ def _detail(r) -> Detail:
         worst_output=name or "", worst_over=fmt.times(over), determinism=str(r.determinism),
         det_spread=fmt.sig(r.det_spread),
         median=fmt.seconds(r.time_median_s if r.timed else None),
-        note=_note(r.reason) if r.verdict != Verdict.PASS and not r.entry else "",
+        note=_note(f"known failure (expected): {r.known}. {_note(r.reason)}") if r.expected
+        else _note(f"unexpected pass: declared to fail: {r.known}") if r.xpass
+        else _note(r.reason) if r.verdict != Verdict.PASS and not r.entry else "",
         failure_href=f"#f{r.anchor}" if r.entry else "",
         roofline_href=f"#r{r.anchor}" if r.timed else "")
 

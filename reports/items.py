@@ -34,11 +34,25 @@ class VerdictStyle:
 
 VERDICTS = {
     Verdict.ERROR: VerdictStyle("error", "!", 0),
+    Verdict.TIMEOUT: VerdictStyle("timeout", "⧗", 0),
     Verdict.FAIL: VerdictStyle("fail", "✗", 1),
     Verdict.UNSUPPORTED: VerdictStyle("unsupported", "–", 3),
     Verdict.PASS: VerdictStyle("pass", "✓", 4),
 }
 UNKNOWN_SEVERITY = 2  # a verdict this report does not know yet: shown, sorted early
+UNEXPECTED_PASS_SEVERITY = 1.5  # a declared failure that passed: its declaration is stale
+EXPECTED_SEVERITY = 2.5  # a declared failure that failed: after the unexpected ones
+
+
+def severity(verdict: str, known: str) -> float:
+    """Listing order of an item: its verdict's severity, or that of an expected failure or
+    an unexpected pass when the implementation declares a known failure for it."""
+    if known:
+        if verdict in BAD_VERDICTS:
+            return EXPECTED_SEVERITY
+        if verdict == Verdict.PASS:
+            return UNEXPECTED_PASS_SEVERITY
+    return style(verdict).severity
 
 
 def style(verdict: str) -> VerdictStyle:
@@ -85,7 +99,8 @@ class Items:
 
 # the columns the sections read (others, such as ones a newer schema adds, are left out)
 COLUMNS = ("run_id", "run_started", "device_name", "op", "case_id", "case_group", "impl",
-           "impl_kind", "verdict", "failure_kind", "reason", "outputs", "diagnosis",
+           "impl_kind", "verdict", "failure_kind", "reason", "known_failure", "outputs",
+           "diagnosis",
            "diagnosis_cause", "determinism", "det_spread", "time_samples_s",
            "time_median_s", "time_iqr_s", "bytes", "gbps", "copy_gbps", "frac_copy_bw",
            "frac_same_copy", "same_copy_s", "arith_intensity", "bound")
@@ -114,7 +129,7 @@ def _case_caps(rows: pd.DataFrame, cap: int) -> pd.Series:
 def _entries(rows: pd.DataFrame) -> pd.Series:
     """Listed failing items that get a failure entry: per sweep the first ones, so that
     FAILURE_BUDGET entries are shared among the sweeps with failures."""
-    listed_bad = rows[rows["bad"] & rows["shown"]].sort_values("case_rank", kind="stable")
+    listed_bad = rows[rows["unexpected"] & rows["shown"]].sort_values("case_rank", kind="stable")
     n_groups = listed_bad.groupby(["op", "case_group"], sort=False).ngroups
     per_group = max(MIN_GROUP_FAILURES, FAILURE_BUDGET // max(n_groups, 1))
     rank = listed_bad.groupby(["op", "case_group"], sort=False).cumcount()
@@ -125,16 +140,27 @@ def _entries(rows: pd.DataFrame) -> pd.Series:
 
 def select(df: pd.DataFrame, cap: int) -> Items:
     """Deduplicate, anchor every item, and mark the listed ones (`shown`) and those with
-    a failure entry (`entry`)."""
+    a failure entry (`entry`: the unexpected failures). `known` holds the declared known
+    failure ("" when none); `expected` marks the failures it declares, `xpass` the
+    declared ones that passed, `unexpected` the failures nobody declared."""
     rows = latest_rows(df[[c for c in COLUMNS if c in df.columns]])
     n_dup = len(df) - len(rows)
     # plain Python strings: pandas' arrow-backed ones iterate ~20x slower row by row
     rows = rows.astype({c: object for c in rows.columns
                         if pd.api.types.is_string_dtype(rows[c].dtype)})
+    known = rows["known_failure"] if "known_failure" in rows else pd.Series(None,
+                                                                               index=rows.index)
+    known = [k if isinstance(k, str) else "" for k in known]
+    bad = rows["verdict"].isin(BAD_VERDICTS)
+    declared = pd.Series([bool(k) for k in known], index=rows.index)
     rows = rows.assign(
         anchor=[f"i{k}" for k in range(len(rows))],
-        bad=rows["verdict"].isin(BAD_VERDICTS),
-        severity=rows["verdict"].map(lambda v: style(v).severity),
+        bad=bad,
+        known=known,
+        expected=bad & declared,
+        xpass=(rows["verdict"] == Verdict.PASS) & declared,
+        unexpected=bad & ~declared,
+        severity=[severity(v, k) for v, k in zip(rows["verdict"], known)],
         timed=rows["time_median_s"].notna() & (rows["time_median_s"] > 0),
     )
     rows["case_rank"] = _case_ranks(rows).to_numpy()

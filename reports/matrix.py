@@ -22,6 +22,7 @@ class Cell:
     href: str
     title: str
     nondeterministic: bool  # repeats differed (within tolerance or not)
+    state: str = ""  # "known": a declared failure that failed; "xpass": one that passed
 
 
 @dataclass(frozen=True)
@@ -81,11 +82,16 @@ def _cell(r) -> Cell:
     href = f"#f{r.anchor}" if r.entry else f"#{r.anchor}"
     title = f"{r.impl}: {r.verdict}" + (f" ({r.failure_kind})" if r.bad and
                                         isinstance(r.failure_kind, str) else "")
-    return Cell(r.verdict, s.symbol, href, title, r.determinism in UNSTABLE)
+    state = "known" if r.expected else ("xpass" if r.xpass else "")
+    if state == "known":
+        title += f"; known failure (expected): {r.known}"
+    elif state == "xpass":
+        title += f"; unexpected pass: declared to fail ({r.known})"
+    return Cell(r.verdict, s.symbol, href, title, r.determinism in UNSTABLE, state)
 
 
 CELL_COLUMNS = ["op", "case_group", "case_id", "impl", "verdict", "anchor", "bad", "entry",
-                "failure_kind", "determinism"]
+                "failure_kind", "determinism", "expected", "xpass", "known"]
 
 
 def build(items: Items) -> tuple:
@@ -96,7 +102,8 @@ def build(items: Items) -> tuple:
     hidden_counts = _counts(hidden.groupby(["op", "case_group"])["verdict"].value_counts())
     n_hidden = hidden.groupby(["op", "case_group"])["case_id"].nunique().to_dict()
     n_cases = rows.groupby(["op", "case_group"])["case_id"].nunique().to_dict()
-    not_pass = rows[rows["verdict"] != Verdict.PASS].groupby(["op", "case_group"]).size().to_dict()
+    attention = rows[(rows["verdict"] != Verdict.PASS) | rows["xpass"]]
+    not_pass = attention.groupby(["op", "case_group"]).size().to_dict()
     cells: dict = {}  # (op, group) -> case -> {impl: Cell}, in listing order
     shown = items.shown.sort_values("case_rank", kind="stable")
     for r in shown[CELL_COLUMNS].itertuples(index=False):

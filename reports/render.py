@@ -1,13 +1,18 @@
-"""Assembles the report from results DataFrames and renders it to one HTML file.
+"""Assembles the report from results DataFrames and renders it to one HTML file, or its
+data to one JSON document.
 
 `build` computes every section (one module each) into frozen dataclasses; `render`
-lays them out with the jinja2 templates in reports/templates/, autoescaping everything.
+lays them out with the jinja2 templates in reports/templates/, autoescaping everything;
+`to_json` writes the same dataclasses as JSON (numbers at full precision, no geometry).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
+import json
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,7 +21,8 @@ from typing import Optional, Sequence
 import jinja2
 import pandas as pd
 
-from reports import changes, details, failures, items, matrix, roofline, speedup, summary
+from reports import (changes, details, failures, fmt, history, items, known, matrix, palette,
+                     roofline, speedup, summary)
 from suite.regression import Rule, compare
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -36,10 +42,13 @@ class Notice:
 
 @dataclass(frozen=True)
 class Options:
-    baseline_impl: Optional[str] = None  # for the side-by-side speedups
+    # for the side-by-side speedups: a name, "op=impl,..." or a speedup.BaselineChoice
+    baseline_impl: object = None
     rule: Rule = field(default_factory=Rule)
     cap: int = DEFAULT_CAP
     title: str = "bwd-suite report"
+    # (label, results frame) per earlier run for the history section; () for none
+    history: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -58,10 +67,12 @@ class Report:
     baseline_given: bool
     details: tuple
     cap: int
+    known: Optional[known.Known] = None
+    history: Optional[history.History] = None  # None without --history
+    colors: dict = field(default_factory=dict)  # implementation -> colour (reports.palette)
 
 
-def _notices(its: items.Items, comparison, baseline_given: bool, speed,
-             requested: Optional[str]) -> list:
+def _notices(its: items.Items, comparison, baseline_given: bool, speed) -> list:
     out = []
     if its.n_duplicates:
         out.append(Notice(Level.INFO, f"{its.n_duplicates} rows repeat an item of a later run "
@@ -87,10 +98,30 @@ def _notices(its: items.Items, comparison, baseline_given: bool, speed,
         out.append(Notice(Level.WARN, f"{comparison.n_flush_differs} items were timed after "
                           "another kind of L2 flush in the baseline (l2_flush): their "
                           "timings are not compared."))
-    out += [Notice(Level.WARN, f"--baseline-impl {requested!r} has no timed results for "
+    if comparison is not None and comparison.n_device_differs:
+        out.append(Notice(Level.WARN, f"{comparison.n_device_differs} items were timed on "
+                          "another device in the baseline (device_name): their timings are "
+                          "not compared."))
+    if comparison is not None and comparison.overlaps and comparison.vacuous_reason:
+        out.append(Notice(Level.WARN, "No timed item could be compared with the baseline: "
+                          + comparison.vacuous_reason + "."))
+    if its.rows["xpass"].any():
+        n = int(its.rows["xpass"].sum())
+        out.append(Notice(Level.WARN, f"{n} unexpected pass{'es' * (n != 1)}: items declared "
+                          "to fail (known_failure) passed; their declarations are out of "
+                          "date (see the summary)."))
+    out += [Notice(Level.WARN, f"--baseline-impl {s.requested!r} has no timed results for "
                                f"{s.op}: its speedups are against {s.baseline!r}.")
             for s in speed if s.fallback]
     return out
+
+
+def _impl_names(*frames) -> list:
+    names = set()
+    for df in frames:
+        if df is not None and "impl" in df:
+            names |= set(map(str, df["impl"].dropna().unique()))
+    return sorted(names)
 
 
 def build(current: pd.DataFrame, baseline: Optional[pd.DataFrame] = None,
@@ -99,21 +130,31 @@ def build(current: pd.DataFrame, baseline: Optional[pd.DataFrame] = None,
     its = items.select(current, options.cap)
     comparison = compare(baseline, current, options.rule) if baseline is not None else None
     speed = speedup.build(its, options.baseline_impl, options.rule.alpha)
+    runs = list(options.history)
+    colors = palette.colors(_impl_names(current, baseline, *(df for _, df in runs)))
+    hist = None
+    if runs:
+        seen = set().union(*(set(map(str, df["run_id"])) for _, df in runs))
+        if not set(map(str, current["run_id"])) <= seen:  # tonight's run, as the last point
+            runs.append(("the report's results", current))
+        hist = history.build(runs, options.rule, colors)
     return Report(
         title=options.title,
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         sources=tuple(map(str, sources)), baseline_sources=tuple(map(str, baseline_sources)),
-        notices=tuple(_notices(its, comparison, baseline is not None, speed,
-                               options.baseline_impl)),
+        notices=tuple(_notices(its, comparison, baseline is not None, speed)),
         summary=summary.build(its, current),
         matrix=matrix.build(its),
         failures=failures.build(its),
-        roofline=roofline.build(its),
+        roofline=roofline.build(its, colors),
         speedup=speed,
         changes=changes.build(comparison) if comparison and comparison.overlaps else None,
         baseline_given=baseline is not None,
         details=details.build(its),
         cap=options.cap,
+        known=known.build(its),
+        history=hist,
+        colors=colors,
     )
 
 
@@ -129,8 +170,50 @@ def render(report: Report) -> str:
     return environment().get_template("report.html.j2").render(r=report)
 
 
-def write(report: Report, path: Path) -> Path:
+GEOMETRY = frozenset({"chart", "spark"})  # drawing coordinates, not data: left out of JSON
+
+
+def data(obj):
+    """A report (or any part of it) as plain JSON values: dataclasses as objects of their
+    fields (drawing geometry left out), numbers (fmt.Num) as their full-precision value
+    (null when missing or not finite), enums as their value."""
+    if isinstance(obj, fmt.Num):
+        if obj.missing:
+            return None
+        try:
+            v = int(obj.raw)
+        except ValueError:
+            v = float(obj.raw)
+        return v if math.isfinite(v) else None
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: data(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                if f.name not in GEOMETRY}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, dict):
+        return {str(k): data(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [data(v) for v in obj]
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if obj is None or isinstance(obj, (str, int, bool)):
+        return obj
+    return str(obj)
+
+
+def to_json(report: Report) -> str:
+    """The report's data as one JSON document: summary counts, matrix, failures, known
+    failures, roofline rows, speedups, changes (with every compared timing), history."""
+    doc = {"format": "bwd-suite-report", "version": 1, **data(report)}
+    return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False)
+
+
+FORMATS = ("html", "json")
+
+
+def write(report: Report, path: Path, format: str = "html") -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(report), encoding="utf-8")
+    text = to_json(report) + "\n" if format == "json" else render(report)
+    path.write_text(text, encoding="utf-8")
     return path

@@ -10,7 +10,7 @@ from typing import Optional
 
 import pandas as pd
 
-from reports import chart, fmt
+from reports import chart, fmt, palette
 from reports.items import Items, case_label
 
 NOISY_IQR = 0.10  # IQR / median above this marks a noisy timing (torch.utils.benchmark)
@@ -65,11 +65,13 @@ def _copy_lines(rows: pd.DataFrame) -> list:
     return out
 
 
-def build(items: Items) -> tuple:
+def build(items: Items, colors: Optional[dict] = None) -> tuple:
+    """`colors`: the page's implementation colours (reports.palette)."""
+    colors = palette.colors(items.rows["impl"]) if colors is None else colors
     out = []
     for op in items.ops():
         impls = items.impls(op)
-        color = {i: chart.PALETTE[k % len(chart.PALETTE)] for k, i in enumerate(impls)}
+        color = {i: palette.color(colors, i) for i in impls}
         all_timed = items.rows[(items.rows["op"] == op) & items.rows["timed"]]
         if all_timed.empty:
             continue
@@ -104,7 +106,7 @@ def build(items: Items) -> tuple:
             (k for k in range(FIRST_ROWS, len(rows)) if rows[k].case_id != rows[k - 1].case_id),
             len(rows))
         out.append(OpRoofline(op=op, rows=tuple(rows[:cut]), more_rows=tuple(rows[cut:]),
-                              chart=chart.loglog(data, lines, impls, copies),
+                              chart=chart.loglog(data, lines, impls, copies, color),
                               n_timed=len(all_timed), n_listed=len(rows),
                               copy_lines=tuple((lbl, fmt.fixed(bw)) for lbl, bw in lines)))
     return tuple(out)

@@ -10,8 +10,8 @@ noise, which is what "at least as fast as" can be judged by."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Union
 
 import pandas as pd
 
@@ -24,6 +24,52 @@ from suite.regression import Rule, kept_samples, mann_whitney_u
 SAME = 0.01  # speedups within 1 % of x1 are shown neutral
 ALPHA = Rule().alpha  # and so are larger ones whose samples do not differ significantly
 MIN_SAMPLES = 3  # per side, for the test (fewer: the threshold alone decides)
+YARDSTICK = "torch_ref"  # suite.opspec.OpSpec.yardstick (no op sets another; no torch here)
+
+
+@dataclass(frozen=True)
+class BaselineChoice:
+    """--baseline-impl: an implementation per op (`op=impl`) and a bare name for every
+    other op that has it."""
+
+    per_op: Mapping[str, str] = field(default_factory=dict)
+    bare: Optional[str] = None
+
+    def wanted(self, op: str) -> Optional[str]:
+        return self.per_op.get(op, self.bare)
+
+    def explicit(self, op: str) -> bool:
+        return op in self.per_op
+
+    def names(self) -> set:
+        return set(self.per_op.values()) | ({self.bare} if self.bare else set())
+
+
+def parse_baseline_impl(text: Union[None, str, Mapping, BaselineChoice]) -> BaselineChoice:
+    """`causal_conv1d=dao,softmax=liger`, a bare `torch_tiled`, or both
+    (`torch_tiled,softmax=liger`); ValueError on a malformed entry."""
+    if isinstance(text, BaselineChoice):
+        return text
+    if text is None or text == "":
+        return BaselineChoice()
+    if isinstance(text, Mapping):
+        return BaselineChoice(per_op=dict(text))
+    per_op, bare = {}, None
+    for entry in (e.strip() for e in str(text).split(",")):
+        if not entry:
+            raise ValueError(f"empty entry in {text!r}")
+        if "=" in entry:
+            op, _, impl = (x.strip() for x in entry.partition("="))
+            if not op or not impl:
+                raise ValueError(f"{entry!r} is not OP=IMPL")
+            if op in per_op and per_op[op] != impl:
+                raise ValueError(f"two implementations for {op}: {per_op[op]}, {impl}")
+            per_op[op] = impl
+        elif bare is not None and bare != entry:
+            raise ValueError(f"two bare names: {bare}, {entry} (name the op: OP=IMPL)")
+        else:
+            bare = entry
+    return BaselineChoice(per_op=per_op, bare=bare)
 
 
 def rule_text(alpha: float) -> str:
@@ -59,19 +105,38 @@ class OpSpeedup:
     rows: tuple
     geomean: tuple  # fmt.Num per implementation
     n_cases: tuple  # fmt.Num per implementation: cases in the geometric mean
-    fallback: bool  # the requested baseline has no results for this op
+    fallback: bool  # the requested baseline has no timed results for this op
     rule: str  # when a speedup counts as faster or slower, for the page
+    requested: Optional[str] = None  # what --baseline-impl asked for this op
 
 
-def choose_baseline(items: Items, op: str, requested: Optional[str]) -> str:
-    """The requested implementation when the op has it, else the op's reference
-    implementation (the yardstick), else its first."""
-    impls = items.impls(op)
-    if requested in impls:
-        return requested
-    kinds = items.rows.loc[items.rows["op"] == op].drop_duplicates("impl") \
-        .set_index("impl")["impl_kind"]
+def choose_baseline(items: Items, op: str, requested=None) -> str:
+    """The implementation --baseline-impl asks for this op when it has timed results,
+    else the op's yardstick (torch_ref), else its first reference implementation, else
+    its first (all among the implementations with timed results, when any has)."""
+    wanted = parse_baseline_impl(requested).wanted(op)
+    rows = items.rows[items.rows["op"] == op]
+    timed = set(rows.loc[rows["timed"], "impl"]) if "timed" in rows else set()
+    impls = [i for i in items.impls(op) if i in timed] or items.impls(op)
+    if wanted in impls:
+        return wanted
+    if YARDSTICK in impls:
+        return YARDSTICK
+    kinds = rows.drop_duplicates("impl").set_index("impl")["impl_kind"]
     return next((i for i in impls if kinds.get(i) == "reference"), impls[0])
+
+
+def _fallback(items: Items, op: str, choice: BaselineChoice, base: str) -> bool:
+    """Whether to say that this op's speedups are not against what was asked: an op=impl
+    entry it cannot honour, or a bare name this op holds untimed or no op holds at all (a
+    bare name other ops hold applies to those alone)."""
+    wanted = choice.wanted(op)
+    if not wanted or wanted == base:
+        return False
+    if choice.explicit(op):
+        return True
+    in_op = wanted in set(items.rows.loc[items.rows["op"] == op, "impl"])
+    return in_op or wanted not in set(items.rows["impl"])
 
 
 def p_value(samples, base_samples) -> Optional[float]:
@@ -96,14 +161,16 @@ def _geomean(values) -> Optional[float]:
     return math.exp(sum(map(math.log, v)) / len(v)) if v else None
 
 
-def build(items: Items, requested: Optional[str], alpha: float = ALPHA) -> tuple:
+def build(items: Items, requested=None, alpha: float = ALPHA) -> tuple:
+    """`requested`: --baseline-impl (a BaselineChoice, its text, or None)."""
+    choice = parse_baseline_impl(requested)
     out = []
     for op in items.ops():
         impls = items.impls(op)
         rows = items.rows[(items.rows["op"] == op) & items.rows["timed"]]
         if rows.empty or len(impls) < 2:
             continue
-        base = choose_baseline(items, op, requested)
+        base = choose_baseline(items, op, choice)
         t = rows.pivot(index="case_id", columns="impl", values="time_median_s")
         ok = rows.pivot(index="case_id", columns="impl", values="verdict") == Verdict.PASS
         geo, n = [], []
@@ -145,6 +212,6 @@ def build(items: Items, requested: Optional[str], alpha: float = ALPHA) -> tuple
             listed.append(Row(r.case_id, label, fmt.nbytes(r.bytes), tuple(cells)))
         out.append(OpSpeedup(op=op, baseline=base, impls=tuple(impls), rows=tuple(listed),
                              geomean=tuple(geo), n_cases=tuple(n),
-                             fallback=bool(requested) and base != requested,
-                             rule=rule_text(alpha)))
+                             fallback=_fallback(items, op, choice, base),
+                             rule=rule_text(alpha), requested=choice.wanted(op)))
     return tuple(out)

@@ -1,5 +1,6 @@
-"""Run summary: the environment of each run, and verdict and determinism counts per op
-and implementation over every row."""
+"""Run summary: the environment of each run, verdict and determinism counts per op and
+implementation over every row, the known failures (declared by the implementation:
+expected) and the unexpected passes (declared, and passed: the declaration is stale)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from reports import fmt
-from reports.items import Items, verdict_order
+from reports.items import Items, case_label, verdict_order
 from suite.outcomes import Determinism
 
 ENV_FIELDS = (  # (column, label)
@@ -36,7 +37,19 @@ class CountRow:
     verdicts: tuple  # fmt.Num per Summary.verdicts
     determinism: tuple  # fmt.Num per DETERMINISM
     timed: fmt.Num
-    bad: bool  # some fail or error
+    bad: bool  # some undeclared fail, error or timeout, or an unexpected pass
+    expected: fmt.Num = fmt.NONE  # failures the implementation declares (known_failure)
+    xpass: fmt.Num = fmt.NONE  # declared failures that passed
+
+
+@dataclass(frozen=True)
+class UnexpectedPass:
+    op: str
+    case_id: str
+    label: str
+    impl: str
+    known_failure: str  # the stale declaration
+    href: str  # the item's detail row
 
 
 @dataclass(frozen=True)
@@ -46,6 +59,10 @@ class Summary:
     determinism: tuple
     counts: tuple  # CountRow
     total: CountRow
+    unexpected_passes: tuple = ()  # UnexpectedPass
+    n_unexpected_passes: int = 0  # all of them (the list is capped)
+    n_expected: int = 0  # known failures that failed
+    n_unexpected: int = 0  # undeclared failures, errors and timeouts
 
 
 def _run_value(col: pd.Series) -> str:
@@ -70,7 +87,13 @@ def _count_row(op, impl, kind, r: pd.DataFrame, verdicts) -> CountRow:
     return CountRow(op=op, impl=impl, impl_kind=kind, items=fmt.count(len(r)),
                     verdicts=tuple(fmt.count(v.get(x, 0)) for x in verdicts),
                     determinism=tuple(fmt.count(d.get(x, 0)) for x in DETERMINISM),
-                    timed=fmt.count(int(r["timed"].sum())), bad=bool(r["bad"].any()))
+                    timed=fmt.count(int(r["timed"].sum())),
+                    bad=bool(r["unexpected"].any() or r["xpass"].any()),
+                    expected=fmt.count(int(r["expected"].sum())),
+                    xpass=fmt.count(int(r["xpass"].sum())))
+
+
+MAX_UNEXPECTED_PASSES = 200
 
 
 def build(items: Items, raw: pd.DataFrame) -> Summary:
@@ -81,5 +104,13 @@ def build(items: Items, raw: pd.DataFrame) -> Summary:
         for impl in items.impls(op):
             r = rows[(rows["op"] == op) & (rows["impl"] == impl)]
             counts.append(_count_row(op, impl, r["impl_kind"].iloc[0], r, verdicts))
+    xp = rows[rows["xpass"]].sort_values(["op", "case_group", "case_id", "impl"])
+    passes = tuple(UnexpectedPass(r.op, r.case_id, f"{r.case_group}/"
+                                  f"{case_label(r.op, r.case_group, r.case_id)}", r.impl,
+                                  r.known, f"#{r.anchor}" if r.shown else "")
+                   for r in xp.head(MAX_UNEXPECTED_PASSES).itertuples())
     return Summary(runs=_runs(raw), verdicts=verdicts, determinism=DETERMINISM,
-                   counts=tuple(counts), total=_count_row("all", "", "", rows, verdicts))
+                   counts=tuple(counts), total=_count_row("all", "", "", rows, verdicts),
+                   unexpected_passes=passes, n_unexpected_passes=len(xp),
+                   n_expected=int(rows["expected"].sum()),
+                   n_unexpected=int(rows["unexpected"].sum()))

@@ -12,7 +12,9 @@ A case file holds one op's cases:
     exclude = [{width = 2, seqlen = 1}]   # drop combinations matching all these keys
     [[case]]                    # one case; same keys as a sweep, scalar values only
 
-For a parameter whose values are lists (kind int_list), a list of lists is a sweep.
+For a parameter whose values are lists (kind int_list), a list of lists is a sweep. A
+sweep of more than MAX_SWEEP combinations is refused unless the caller lifts the limit
+(`--allow-large`), and sweeps not tagged for the requested profile are never expanded.
 Every error names the file, the sweep or case, and the key, and is raised before any case
 runs.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import tomllib
 import zlib
 from dataclasses import dataclass
@@ -30,6 +33,7 @@ from typing import Iterable, Mapping, Optional
 
 from suite import registry
 from suite.errors import SuiteInputError, did_you_mean
+from suite.params import INT64_MAX
 
 PROFILES = ("smoke", "ci", "gpu", "perf", "nightly")
 # A profile also runs the cases tagged with the profiles it includes.
@@ -38,6 +42,8 @@ CASES_DIR = Path(__file__).resolve().parents[1] / "cases"
 
 _FILE_KEYS = {"op", "seed", "defaults", "sweep", "case"}
 _ENTRY_KEYS = {"name", "tags", "seed", "exclude"}
+# The most combinations one sweep may hold (before exclusions) unless --allow-large.
+MAX_SWEEP = 100_000
 
 
 @dataclass(frozen=True)
@@ -51,8 +57,12 @@ class Case:
     file: str
 
     def in_profile(self, profile: str) -> bool:
-        wanted = {profile, *PROFILE_INCLUDES.get(profile, ())}
-        return bool(wanted & self.tags)
+        return bool(profile_tags(profile) & self.tags)
+
+
+def profile_tags(profile: str) -> frozenset:
+    """The tags whose cases a profile runs: its own and those of the profiles it includes."""
+    return frozenset((profile, *PROFILE_INCLUDES.get(profile, ())))
 
 
 def profile_names(profile: str, where: str = "--profile") -> str:
@@ -73,6 +83,8 @@ def _where(file: str, kind: str = "", name: str = "", key: str = "") -> str:
 def _check_seed(value, where):
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise SuiteInputError(where, f"expected a non-negative integer seed, got {value!r}")
+    if value > INT64_MAX:
+        raise SuiteInputError(where, "the seed does not fit a 64-bit integer")
     return value
 
 
@@ -88,7 +100,25 @@ def _check_value(param, value, where):
         raise SuiteInputError(where, err)
 
 
-def _expand_entry(spec, file, kind, entry, defaults, base_seed) -> list[Case]:
+@dataclass(frozen=True)
+class _Entry:
+    """One validated [[sweep]] or [[case]], not yet expanded into cases."""
+
+    kind: str
+    name: str
+    tags: frozenset
+    fixed: dict
+    swept: dict  # parameter -> the list of values it sweeps
+    excludes: list
+    seed: Optional[int]
+
+    @property
+    def size(self) -> int:
+        """Combinations of the cartesian product, before exclusions."""
+        return math.prod(len(v) for v in self.swept.values())
+
+
+def _check_entry(spec, file, kind, entry, defaults) -> _Entry:
     name = entry.get("name")
     if not isinstance(name, str) or not name or "/" in name:
         raise SuiteInputError(_where(file, kind, str(name or ""), "name"),
@@ -135,36 +165,63 @@ def _expand_entry(spec, file, kind, entry, defaults, base_seed) -> list[Case]:
                                       did_you_mean(k, spec.params.by_name))
             _check_value(spec.params.by_name[k], v, _where(file, kind, name, "exclude"))
 
-    seed_override = entry.get("seed")
-    if seed_override is not None:
-        _check_seed(seed_override, _where(file, kind, name, "seed"))
+    seed = entry.get("seed")
+    if seed is not None:
+        _check_seed(seed, _where(file, kind, name, "seed"))
+    return _Entry(kind, name, frozenset(tags), fixed, swept, excludes, seed)
+
+
+def _check_size(entry: _Entry, file: str, max_sweep: Optional[int]) -> None:
+    """Refuse a sweep too large to expand, before expanding it (a typo such as a
+    1000-value list can mean millions of cases and minutes of silence)."""
+    if max_sweep is not None and entry.size > max_sweep:
+        raise SuiteInputError(_where(file, entry.kind, entry.name),
+                              f"{entry.size:,} combinations (before exclusions), more than "
+                              f"{max_sweep:,} for one sweep: split it, or pass --allow-large")
+
+
+def _expand_entry(spec, file, entry: _Entry, base_seed) -> list[Case]:
+    swept = entry.swept
     cases = []
     for combo in itertools.product(*swept.values()):
-        values = dict(fixed, **dict(zip(swept, combo)))
-        if any(all(values[k] == v for k, v in e.items()) for e in excludes):
+        values = dict(entry.fixed, **dict(zip(swept, combo)))
+        if any(all(values[k] == v for k, v in e.items()) for e in entry.excludes):
             continue
         bad = spec.check_case(values)
         if bad:
             key, reason = bad
             shown = {k: values[k] for k in swept}
-            raise SuiteInputError(_where(file, kind, name, key),
+            raise SuiteInputError(_where(file, entry.kind, entry.name, key),
                                   f"{reason}" + (f" (in combination {shown})" if shown else ""))
-        case_id = f"{spec.name}/{name}/{spec.params.case_id(values)}"
-        seed = seed_override if seed_override is not None else zlib.crc32(case_id.encode())
-        cases.append(Case(op=spec.name, group=name, id=case_id,
-                          params=MappingProxyType(values), tags=frozenset(tags),
+        case_id = f"{spec.name}/{entry.name}/{spec.params.case_id(values)}"
+        seed = entry.seed if entry.seed is not None else zlib.crc32(case_id.encode())
+        cases.append(Case(op=spec.name, group=entry.name, id=case_id,
+                          params=MappingProxyType(values), tags=entry.tags,
                           seed=(seed + base_seed) % 2**31, file=file))
     return cases
 
 
-def load_file(path: Path, root: Optional[Path] = None) -> list[Case]:
-    file = str(path.relative_to(root)) if root and path.is_relative_to(root) else str(path)
+def _read_toml(path: Path, file: str) -> dict:
     try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise SuiteInputError(file, f"not valid TOML: {e}") from None
+        text = path.read_bytes().decode("utf-8")
     except OSError as e:
         raise SuiteInputError(file, f"cannot be read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise SuiteInputError(file, f"not UTF-8 text: byte 0x{e.object[e.start]:02x} at "
+                                    f"offset {e.start}") from None
+    try:
+        return tomllib.loads(text)
+    except ValueError as e:  # TOMLDecodeError, or an integer of more than 4300 digits
+        raise SuiteInputError(file, f"not valid TOML: {e}") from None
+
+
+def load_file(path: Path, root: Optional[Path] = None, profile: Optional[str] = None,
+              max_sweep: Optional[int] = MAX_SWEEP) -> list[Case]:
+    """The cases of one file, every entry validated; with `profile`, only the entries
+    tagged for it are expanded (the others cannot contribute cases). `max_sweep`: the
+    most combinations one sweep may hold (None: no limit)."""
+    file = str(path.relative_to(root)) if root and path.is_relative_to(root) else str(path)
+    data = _read_toml(path, file)
     unknown = set(data) - _FILE_KEYS
     if unknown:
         raise SuiteInputError(_where(file, key=sorted(unknown)[0]),
@@ -186,36 +243,42 @@ def load_file(path: Path, root: Optional[Path] = None) -> list[Case]:
         _check_value(spec.params.by_name[k], v, _where(file, "defaults", key=k))
     base_seed = _check_seed(data.get("seed", 0), _where(file, key="seed"))
 
-    cases, names = [], set()
+    entries, names = [], set()
     for kind in ("sweep", "case"):
-        entries = data.get(kind, [])
-        if not isinstance(entries, list):
+        tables = data.get(kind, [])
+        if not isinstance(tables, list):
             raise SuiteInputError(_where(file, key=kind), f"write [[{kind}]] tables")
-        for entry in entries:
-            if not isinstance(entry, dict):
+        for table in tables:
+            if not isinstance(table, dict):
                 raise SuiteInputError(_where(file, key=kind), f"write [[{kind}]] tables")
-            name = entry.get("name", "")
+            name = table.get("name", "")
             if not isinstance(name, str):
                 raise SuiteInputError(_where(file, kind, str(name), "name"),
                                       "every sweep and case needs a name without '/'")
             if name in names:
                 raise SuiteInputError(_where(file, kind, name, "name"), "used twice in this file")
             names.add(name)
-            cases += _expand_entry(spec, file, kind, entry, defaults, base_seed)
+            entry = _check_entry(spec, file, kind, table, defaults)
+            _check_size(entry, file, max_sweep)
+            entries.append(entry)
+    wanted = [e for e in entries if profile is None or e.tags & profile_tags(profile)]
+    cases = [c for e in wanted for c in _expand_entry(spec, file, e, base_seed)]
     ids = set()
     for c in cases:
         if c.id in ids:
             raise SuiteInputError(_where(file, "sweep", c.group),
                                   f"two cases share the id {c.id}")
         ids.add(c.id)
-    if not cases:
+    if not cases and len(wanted) == len(entries):
         raise SuiteInputError(file, "defines no cases")
     return cases
 
 
 def load_cases(paths: Iterable[Path] = (), op: Optional[str] = None,
-               profile: Optional[str] = None, root: Path = CASES_DIR) -> list[Case]:
-    """All cases under `paths` (default: the repository's cases/), filtered."""
+               profile: Optional[str] = None, root: Path = CASES_DIR,
+               max_sweep: Optional[int] = MAX_SWEEP) -> list[Case]:
+    """All cases under `paths` (default: the repository's cases/), filtered; sweeps of
+    other profiles are not expanded. `max_sweep` as in load_file."""
     files = []
     for p in (list(paths) or [root]):
         p = Path(p)
@@ -232,7 +295,7 @@ def load_cases(paths: Iterable[Path] = (), op: Optional[str] = None,
     seen: dict[str, str] = {}
     out = []
     for f in files:
-        for case in load_file(f, root):
+        for case in load_file(f, root, profile, max_sweep):
             if case.id in seen:
                 raise SuiteInputError(case.file, f"case id {case.id} also defined in "
                                                  f"{seen[case.id]}")

@@ -28,21 +28,26 @@ FIRST = ("list", "run", "calibrate")
 
 
 def add_selection(p: argparse.ArgumentParser) -> None:
-    """--profile, --op, --impl, --case, --cases, --device (suite.selection.select)."""
+    """--profile, --op, --impl, --case, --cases, --device, --allow-large
+    (suite.selection.select)."""
     g = p.add_argument_group("selection")
     g.add_argument("--profile", metavar="NAME",
                    help="cases tagged with this profile: smoke (seconds on a CPU), ci, gpu, "
                         "perf, nightly (default: smoke on a CPU, gpu with CUDA)")
     g.add_argument("--op", metavar="OP", help="only this op (default: all)")
     g.add_argument("--impl", metavar="NAMES",
-                   help="comma-separated implementation names, or package.module:object "
-                        "(default: every non-mutant implementation of the op)")
+                   help="comma-separated implementation names, or OP=package.module:object "
+                        "(OP may be left out with --op or for an @implementation-decorated "
+                        "object; default: every non-mutant implementation of the op)")
     g.add_argument("--case", metavar="SUBSTRING", action="append",
                    help="only case ids containing this text (repeatable: any of them)")
     g.add_argument("--cases", metavar="PATH", action="append", type=Path,
                    help="case files or folders (default: the repository's cases/)")
     g.add_argument("--device", metavar="DEV",
                    help="torch device to run on (default: cuda when available, else cpu)")
+    g.add_argument("--allow-large", action="store_true",
+                   help="expand sweeps of more than 100,000 combinations (suite.cases."
+                        "MAX_SWEEP; refused otherwise, as a likely typo)")
 
 
 def add_gpu_timing_options(g) -> None:
@@ -58,10 +63,17 @@ def add_gpu_timing_options(g) -> None:
 
 
 def at_least(args, name: str, low: float, above: bool = False) -> None:
-    """Stop before anything runs when option `name` is below `low` (or not above it)."""
+    """Stop before anything runs when option `name` is not a finite number (argparse's
+    float takes nan and inf, and nan passes every comparison) or is below `low` (or not
+    above it)."""
+    import math
+
     value = getattr(args, name)
+    flag = f"--{name.replace('_', '-')}"
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SuiteInputError(flag, f"must be a finite number, got {value}")
     if value is not None and (value <= low if above else value < low):
-        raise SuiteInputError(f"--{name.replace('_', '-')}",
+        raise SuiteInputError(flag,
                               f"must be {'above' if above else 'at least'} {low:g}, got {value:g}")
 
 

@@ -60,17 +60,25 @@ def no_ceilings(device) -> Ceilings:
 
 class Driver:
     """Runs plans under one set of options, for one run (its RunInfo columns on every row;
-    None leaves them empty, as pytest items have no run)."""
+    None leaves them empty, as pytest items have no run). With `pool`, items run in worker
+    processes (suite/workers.py); without, in this process."""
 
     def __init__(self, opts: RunOptions, run: Optional[RunInfo] = None,
-                 ceilings: Optional[Ceilings] = None):
+                 ceilings: Optional[Ceilings] = None, pool=None):
         self.opts = opts
         self.run_info = run
         self.ceilings = ceilings if ceilings is not None else no_ceilings(opts.device)
+        self.pool = pool  # suite.workers.PoolOptions, or None
         # kept across calls, so that one-item plans of the same case share its golden
         self._contexts = ContextCache()
 
     def run(self, plan: Plan, sink: Sink) -> None:
+        if self.pool is not None and self.pool.workers > 0:
+            from suite.workers import Pool
+
+            _check_resolvable(plan)
+            Pool(self.opts, self.run_info, self.ceilings, self.pool).run(plan, sink)
+            return
         for entry in plan:
             for row in run_case(entry.spec, entry.case, list(entry.impls), self.opts,
                                 self.run_info, self.ceilings, self._contexts):
@@ -83,6 +91,19 @@ class Driver:
         return out
 
 
+def _check_resolvable(plan: Plan) -> None:
+    """Worker processes find implementations again by name: refuse ones they cannot."""
+    from suite import registry
+
+    for entry in plan:
+        for impl in entry.impls:
+            if not registry.resolvable(impl):
+                raise ValueError(f"implementation {impl.op}/{impl.name} is neither registered "
+                                 f"nor loaded as OP=module:object: worker processes cannot "
+                                 f"find it (run it without workers)")
+
+
 def count_bad(rows: Iterable[ResultRow]) -> int:
-    """Items that failed or raised: a run with any exits 1."""
-    return sum(r.verdict.bad for r in rows)
+    """Items that make a run exit 1: undeclared failures, errors and timeouts, and
+    unexpected passes of declared failures."""
+    return sum(r.counts_against for r in rows)

@@ -16,6 +16,7 @@ class Verdict(enum.StrEnum):
     FAIL = "fail"
     ERROR = "error"  # the implementation raised, or its worker died
     UNSUPPORTED = "unsupported"  # outside the implementation's declared features
+    TIMEOUT = "timeout"  # outlived the item timeout; its worker was killed
 
     @property
     def bad(self) -> bool:
@@ -28,16 +29,19 @@ class Verdict(enum.StrEnum):
         return self in (Verdict.PASS, Verdict.FAIL)
 
 
-BAD_VERDICTS = frozenset({Verdict.FAIL, Verdict.ERROR})
+BAD_VERDICTS = frozenset({Verdict.FAIL, Verdict.ERROR, Verdict.TIMEOUT})
 
 
 class FailureKind(enum.StrEnum):
     MISMATCH = "mismatch"
     UNWRITTEN = "unwritten output"
+    REPLACED = "output replaced"  # a new tensor put into `out`, the given one not written
     NONFINITE = "non-finite output"
     INPUT_MODIFIED = "input modified"
     NONDETERMINISTIC = "nondeterministic"
     EXCEPTION = "exception"
+    WORKER_DIED = "worker died"  # signal, exit or lost CUDA context of the worker process
+    TIMEOUT = "timeout"
 
 
 class Determinism(enum.StrEnum):

@@ -14,6 +14,20 @@ from typing import Any, Callable, Optional
 
 # The value kinds a case file can hold. Lists of ints are for things like chunk lengths.
 KINDS = ("int", "float", "bool", "str", "int_list")
+# TOML integers are Python ints of any size; every integer must fit the int64 columns and
+# tensor shapes it ends up in.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _too_wide(value: Any) -> bool:
+    """An integer (not a bool) outside the 64-bit range."""
+    return isinstance(value, int) and not isinstance(value, bool) and \
+        not INT64_MIN <= value <= INT64_MAX
+
+
+def _shown(value: int) -> str:
+    """An integer for a one-line message: a huge one by its size, not hundreds of digits."""
+    return str(value) if abs(value) < 10**30 else f"an integer of {value.bit_length()} bits"
 
 
 @dataclass(frozen=True)
@@ -44,6 +58,8 @@ class Param:
         k = self.kind
         if k == "int" and (isinstance(value, bool) or not isinstance(value, int)):
             return f"expected an integer, got {value!r}"
+        if k in ("int", "float") and _too_wide(value):
+            return f"{_shown(value)} does not fit a 64-bit integer"
         if k == "float" and (isinstance(value, bool) or not isinstance(value, (int, float))
                              or not math.isfinite(value)):
             return f"expected a finite number, got {value!r}"
@@ -59,6 +75,9 @@ class Param:
                 isinstance(v, bool) or not isinstance(v, int) for v in value
             ):
                 return f"expected a list of integers, got {value!r}"
+            wide = next((v for v in value if _too_wide(v)), None)
+            if wide is not None:
+                return f"element {_shown(wide)} does not fit a 64-bit integer"
         if self.minimum is not None and k in ("int", "float"):
             if value < self.minimum:
                 return f"{value!r} is below the minimum {self.minimum}"

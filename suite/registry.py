@@ -3,11 +3,13 @@
 Ops register an `OpSpec` with `register_op`; implementations register with the
 `@implementation(...)` decorator (tritonbench style). `discover()` imports every module
 under the `ops` and `kernels` packages, so adding a file is enough: no central list.
-An implementation can also come from outside as `package.module:object`.
+An implementation can also come from outside as `OP=package.module:object`, bound to
+its op; `resolve` finds any of them again by name or origin in another process.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ KINDS = ("reference", "native", "ours", "vendor", "mutant", "external")
 _OPS: dict[str, OpSpec] = {}
 _IMPLS: dict[tuple[str, str], "Implementation"] = {}
 _discovered = False
+_PACKAGES = ("ops", "kernels")  # imported by discover()
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,9 @@ class Implementation:
     # measured accuracy limit, say). pytest marks them xfail(strict): the suite still
     # reports the failure, and a fix shows up as an unexpected pass.
     known_failures: Mapping[str, str] = field(default_factory=dict)
+    # for one loaded from outside (--impl): the text that resolves it again in another
+    # process, e.g. "softmax=pkg.mod:fn" (`resolve`); "" for a registered one
+    origin: str = ""
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -101,7 +107,7 @@ def discover() -> None:
     if _discovered:
         return
     _discovered = True
-    for pkg_name in ("ops", "kernels"):
+    for pkg_name in _PACKAGES:
         pkg = importlib.import_module(pkg_name)
         for info in pkgutil.walk_packages(pkg.__path__, prefix=pkg_name + "."):
             importlib.import_module(info.name)
@@ -124,37 +130,98 @@ def implementations(op_name: Optional[str] = None) -> list[Implementation]:
     return [i for (o, _), i in sorted(_IMPLS.items()) if op_name in (None, o)]
 
 
-def external_implementation(spec: str, op_name: str) -> Implementation:
-    """`package.module:object`, either a decorated function or a plain callable."""
-    mod_name, _, attr = spec.partition(":")
-    if not attr:
-        raise SuiteInputError("--impl", f"{spec!r}: expected package.module:object")
+def _import_object(obj_spec: str, spec: str):
+    """The object `module:attr` names; any failure of the import is bad input, one line."""
+    mod_name, _, attr = obj_spec.partition(":")
+    if not mod_name or not attr:
+        raise SuiteInputError("--impl", f"{spec!r}: expected [OP=]package.module:object")
     try:
-        obj = getattr(importlib.import_module(mod_name), attr)
-    except (ImportError, AttributeError) as e:
-        raise SuiteInputError("--impl", f"{spec!r} cannot be imported: {e}") from None
-    impl = getattr(obj, "implementation", None)
-    if isinstance(impl, Implementation):
-        return impl
-    if not callable(obj):
+        module = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise SuiteInputError("--impl", f"{spec!r} cannot be imported: {_one_line(e)}") from None
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - the module's own failure
+        raise SuiteInputError("--impl", f"{spec!r} cannot be imported: its module raised "
+                                        f"{type(e).__name__}: {_one_line(e)}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise SuiteInputError("--impl", f"{spec!r} cannot be imported: module {mod_name!r} "
+                                        f"has no {attr!r}") from None
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
+
+
+def external_implementation(spec: str, default_op: Optional[str] = None) -> Implementation:
+    """`[OP=]package.module:object`, a decorated function (of its own op) or a plain
+    callable (of OP, else of `default_op`, the --op), with the text that finds it again in
+    another process as its `origin`."""
+    head, _, tail = spec.partition(":")
+    op_name, eq, mod_name = head.rpartition("=")
+    if eq and op_name not in ops():
+        raise SuiteInputError("--impl", f"{spec!r}: " + did_you_mean(op_name, ops()))
+    obj_spec = f"{mod_name}:{tail}"
+    obj = _import_object(obj_spec, spec)
+    registered = getattr(obj, "implementation", None)
+    if isinstance(registered, Implementation):
+        if op_name and registered.op != op_name:
+            raise SuiteInputError("--impl", f"{spec!r}: {obj_spec} is registered as an "
+                                            f"implementation of {registered.op}, not {op_name}")
+        impl = dataclasses.replace(registered, origin=f"{registered.op}={obj_spec}")
+    elif not callable(obj):
         raise SuiteInputError("--impl", f"{spec!r} is not callable")
-    return Implementation(op=op_name, name=spec, fn=obj, kind="external",
-                          deterministic=False, doc=(obj.__doc__ or "").strip()[:80])
+    else:
+        op_name = op_name or default_op
+        if not op_name:
+            raise SuiteInputError("--impl", f"{spec!r} does not say which op it implements: "
+                                            f"write OP={spec} (ops: {', '.join(ops())}) or "
+                                            f"give --op")
+        impl = Implementation(op=op_name, name=obj_spec, fn=obj, kind="external",
+                              deterministic=False, doc=(obj.__doc__ or "").strip()[:80],
+                              origin=f"{op_name}={obj_spec}")
+    if default_op and impl.op != default_op:
+        raise SuiteInputError("--impl", f"{spec!r} implements {impl.op}, not --op {default_op}")
+    return impl
 
 
-def select_implementations(op_name: str, names: Optional[list], include_mutants=False):
-    """The implementations of `op_name` named in `names` (all non-mutants when None)."""
+def select_implementations(op_name: str, names: Optional[list], include_mutants=False,
+                           default_op: Optional[str] = None) -> list[Implementation]:
+    """The implementations of `op_name` named in `names` (all non-mutants when None); an
+    external one (`[OP=]module:object`) only where it is of `op_name`. `default_op` (the
+    --op) is the op of a plain callable that does not say."""
     known = {i.name: i for i in implementations(op_name)}
     if not names:
         return [i for i in known.values() if include_mutants or i.kind != "mutant"]
     chosen = []
     for n in names:
         if ":" in n:
-            impl = external_implementation(n, op_name)
-            if impl.op == op_name:  # a decorated one runs on its own op's cases only
+            impl = external_implementation(n, default_op)
+            if impl.op == op_name:  # never called on another op's cases
                 chosen.append(impl)
         elif n in known:
             chosen.append(known[n])
         elif not any(n in {i.name for i in implementations(o)} for o in ops()):
             raise SuiteInputError("--impl", did_you_mean(n, {i.name for i in implementations()}))
     return chosen
+
+
+def resolve(op_name: str, ref: str) -> Implementation:
+    """The implementation of `op_name` that `ref` (an `origin` or a registered name) finds,
+    for a process other than the one that selected it (a worker)."""
+    if ":" in ref:
+        impl = external_implementation(ref, op_name)
+    else:
+        impl = next((i for i in implementations(op_name) if i.name == ref), None)
+    if impl is None:
+        raise SuiteInputError("--impl", f"{op_name} has no implementation {ref!r}")
+    return impl
+
+
+def resolvable(impl: Implementation) -> bool:
+    """Whether `resolve` finds `impl` in a fresh process: it came from outside with its
+    origin, or it is the registered one of a module that `discover` imports."""
+    if impl.origin:
+        return True
+    module = getattr(impl.fn, "__module__", None) or ""
+    return _IMPLS.get((impl.op, impl.name)) is impl and module.split(".")[0] in _PACKAGES

@@ -1,13 +1,18 @@
-"""What changed between a baseline run and a current run.
+"""What changed between a baseline run and a current run, and where a series of runs
+stepped.
 
 Per (op, case_id, impl) present in both: the ratio of median times and a two-sided
 Mann-Whitney U test on the kept samples. As in asv's `compare`, a change is flagged only
 when both agree: ratio > factor (default 1.10) and p < alpha (default 0.01) is a
 regression, ratio < 1/factor and p < alpha an improvement; beyond the factor but not
 significant is `uncertain` (asv's "~"). Verdict changes and cases present in one run only
-are listed separately. Timings taken after different kinds of L2 flush (`l2_flush`) are
-not compared: the flush alone moves them (docs/timing.md#l2-flush). Pure Python and
-pandas: no torch import (2 s), no scipy.
+are listed separately; a failure the implementation declares (`known_failure`) is
+expected, and a declared failure that passes is an unexpected pass (pytest's strict
+xfail). Timings taken on another device (`device_name`) or after another kind of L2 flush
+(`l2_flush`) are not compared: those alone move them (docs/timing.md#l2-flush); when no
+timed item is left to compare, the comparison says why (`vacuous_reason`) instead of
+passing. `detect_steps` finds the steps of one item's medians over many runs (the report's
+history). Pure Python and pandas: no torch import (2 s), no scipy.
 """
 
 from __future__ import annotations
@@ -22,8 +27,9 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-KEY = ["op", "case_id", "impl"]
 from suite.outcomes import BAD_VERDICTS, Verdict
+
+KEY = ["op", "case_id", "impl"]
 # exact null distribution of U up to this n1*n2 (cached per size pair), else normal
 EXACT_MAX_CELLS = 2500
 # run-level columns whose difference makes timings suspect (not the host: CI runners change)
@@ -56,6 +62,16 @@ def _u_counts(m: int, n: int) -> tuple:
     return tuple(c)
 
 
+@lru_cache(maxsize=512)
+def _u_cumulative(m: int, n: int) -> tuple:
+    """Running sums of _u_counts(m, n): orderings with U <= k, for k = 0..m*n."""
+    out, total = [], 0
+    for c in _u_counts(m, n):
+        total += c
+        out.append(total)
+    return tuple(out)
+
+
 def mann_whitney_u(a: Sequence[float], b: Sequence[float],
                    exact: Optional[bool] = None) -> MannWhitney:
     """Two-sided Mann-Whitney U test of samples a and b, like scipy's `mannwhitneyu`:
@@ -75,10 +91,10 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float],
     elif exact and ties:
         raise ValueError("the exact distribution of U assumes no ties")
     if exact:
-        counts = _u_counts(n1, n2)
-        total = sum(counts)
+        cum = _u_cumulative(n1, n2)
+        total = cum[-1]
         k = int(round(u))
-        tail = min(sum(counts[:k + 1]), sum(counts[k:]))
+        tail = min(cum[k], total - (cum[k - 1] if k else 0))  # P(U <= k), P(U >= k)
         return MannWhitney(u=u, p=min(1.0, 2 * tail / total), exact=True)
     n = n1 + n2
     tie_term = sum(t ** 3 - t for t in ties) / (n * (n - 1))
@@ -128,6 +144,8 @@ class Rule:
 
 @dataclass(frozen=True)
 class TimingChange:
+    """One item timed in both runs, on the same device after the same L2 flush."""
+
     op: str
     case_id: str
     impl: str
@@ -139,6 +157,11 @@ class TimingChange:
     n_base: int
     n_cur: int
     change: Change
+
+    @property
+    def flagged(self) -> bool:
+        """A regression or an improvement: beyond the factor and significant."""
+        return self.change in (Change.REGRESSION, Change.IMPROVEMENT)
 
 
 @dataclass(frozen=True)
@@ -153,6 +176,21 @@ class VerdictChange:
 
 
 @dataclass(frozen=True)
+class KnownItem:
+    """An item of the current run whose implementation declares it fails
+    (`known_failure`): an expected failure, or an unexpected pass."""
+
+    op: str
+    case_id: str
+    impl: str
+    case_group: str
+    before: Optional[str]  # the baseline's verdict; None: not in the baseline
+    verdict: str
+    known_failure: str  # the declared reason
+    reason: str  # the current reason (empty on a pass)
+
+
+@dataclass(frozen=True)
 class Presence:
     """An item present in one run only."""
 
@@ -163,18 +201,35 @@ class Presence:
     verdict: str
 
 
+def _timing_order(t: TimingChange) -> tuple:
+    """Regressions (worst first), improvements (best first), uncertain, unchanged (both
+    by distance from x1)."""
+    rank = {Change.REGRESSION: 0, Change.IMPROVEMENT: 1, Change.UNCERTAIN: 2,
+            Change.UNCHANGED: 3}[t.change]
+    return rank, -abs(math.log(t.ratio)), t.op, t.case_id, t.impl
+
+
 @dataclass(frozen=True)
 class Comparison:
     rule: Rule
     n_common: int  # items in both runs
-    n_timed: int  # of those, timed in both after the same kind of L2 flush (compared)
+    n_timed: int  # of those, timed in both on the same device after the same L2 flush
     timing: tuple  # TimingChange beyond the factor (regression, improvement, uncertain)
-    new_failures: tuple  # VerdictChange: fail/error now, not before (new cases included)
-    fixed_failures: tuple  # VerdictChange: fail/error before, pass now
+    new_failures: tuple  # VerdictChange: in both runs, fail/error/timeout now and not
+    #                      before (or an expected failure before), not a known failure now
+    fixed_failures: tuple  # VerdictChange: fail/error/timeout before, pass now (undeclared)
     disappeared: tuple  # Presence in the baseline only
     new_cases: tuple  # Presence in the current run only
     env_differences: tuple  # "device_name: A -> B"
-    n_flush_differs: int = 0  # timed in both, after different L2 flushes: not compared
+    n_flush_differs: int = 0  # timed in both on one device, after different L2 flushes
+    failing_new_cases: tuple = ()  # VerdictChange: not in the baseline, failing, undeclared
+    known_failures: tuple = ()  # KnownItem: declared and failing now (expected)
+    unexpected_passes: tuple = ()  # KnownItem: declared to fail, passed
+    compared: tuple = ()  # TimingChange of every compared item, flagged ones first
+    n_device_differs: int = 0  # timed in both, on different devices (device_name)
+    n_timed_both: int = 0  # timed in both runs, whatever the device and flush
+    flush_pairs: tuple = ()  # "dirty -> clean" of the items not compared for the flush
+    device_pairs: tuple = ()  # "A -> B" of the items not compared for the device
 
     def _of(self, change: Change) -> list:
         return [t for t in self.timing if t.change is change]
@@ -197,8 +252,46 @@ class Comparison:
 
     @property
     def gate_failed(self) -> bool:
-        """What CI gates on: a significant slowdown or a new failure."""
-        return bool(self.regressions or self.new_failures)
+        """What CI gates on: a significant slowdown, a new failure (of a case in both runs
+        or a new case), or an unexpected pass. Known failures are expected."""
+        return bool(self.regressions or self.new_failures or self.failing_new_cases
+                    or self.unexpected_passes)
+
+    @property
+    def vacuous_reason(self) -> Optional[str]:
+        """Why no timed item could be compared, in one line; None when some were. A gate
+        that compared no timing would pass without having looked."""
+        if self.n_timed:
+            return None
+        if not self.n_common:
+            return "the runs share no (op, case, implementation)"
+        if not self.n_timed_both:
+            return (f"none of the {self.n_common} items in both runs was timed in both "
+                    f"(a run without timing?)")
+        parts = []
+        if self.n_device_differs:
+            parts.append(f"{self.n_device_differs} on different devices "
+                         f"({'; '.join(self.device_pairs)})")
+        if self.n_flush_differs:
+            parts.append(f"{self.n_flush_differs} after different L2 flushes "
+                         f"({'; '.join(self.flush_pairs)})")
+        return (f"of the {self.n_timed_both} items timed in both runs, "
+                + " and ".join(parts) + ": timings are compared on one device after one "
+                                        "kind of flush only")
+
+    def exit_code(self, allow_untimed: bool = False) -> int:
+        """The CI gate: 3 when the runs share no item; else 1 when the gate failed; else 3
+        when no timed item could be compared (unless `allow_untimed`); else 0."""
+        if not self.overlaps:
+            return EXIT_NOT_COMPARED
+        if self.gate_failed:
+            return EXIT_REGRESSED
+        if not self.n_timed and not allow_untimed:
+            return EXIT_NOT_COMPARED
+        return EXIT_OK
+
+
+EXIT_OK, EXIT_REGRESSED, EXIT_NOT_COMPARED = 0, 1, 3  # 2: bad input (suite.errors)
 
 
 def latest_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -215,6 +308,8 @@ def kept_samples(value) -> list:
     timing)."""
     if value is None or isinstance(value, float):
         return []
+    if hasattr(value, "tolist"):  # a numpy array, as read_results gives: 10x faster
+        return [float(x) for x in value.tolist()]
     return [float(x) for x in value]
 
 
@@ -222,7 +317,7 @@ def _n_samples(value) -> int:
     return 0 if value is None or isinstance(value, float) else len(value)
 
 
-def _median(recorded, samples) -> Optional[float]:
+def median_of(recorded, samples) -> Optional[float]:
     """The recorded median, or the samples' where it is missing."""
     if recorded is not None and not pd.isna(recorded) and recorded > 0:
         return float(recorded)
@@ -233,11 +328,28 @@ def _median(recorded, samples) -> Optional[float]:
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
+_median = median_of
+
+
+def _same(common: pd.DataFrame, col: str) -> pd.Series:
+    """Whether each item's two rows hold the same value of `col` (missing on both sides,
+    or a frame without the column, counts as the same)."""
+    if col not in common or f"{col}_b" not in common:
+        return pd.Series(True, index=common.index)
+    cur, base = common[col], common[f"{col}_b"]
+    return (cur == base).fillna(False).astype(bool) | (cur.isna() & base.isna())
+
+
 def _same_flush(common: pd.DataFrame) -> pd.Series:
-    """Whether each item's two timings followed the same kind of L2 flush (missing on
-    both sides counts as the same)."""
-    cur, base = common["l2_flush"], common["l2_flush_b"]
-    return (cur == base) | (cur.isna() & base.isna())
+    """Whether each item's two timings followed the same kind of L2 flush."""
+    return _same(common, "l2_flush")
+
+
+def _pairs(rows: pd.DataFrame, col: str) -> tuple:
+    """"baseline -> current" of the values of `col` in `rows`, most frequent first."""
+    pairs = Counter(f"{'-' if pd.isna(b) else b} -> {'-' if pd.isna(c) else c}"
+                    for b, c in zip(rows[f"{col}_b"], rows[col]))
+    return tuple(p for p, _ in pairs.most_common(3))
 
 
 def _timed(common: pd.DataFrame) -> pd.DataFrame:
@@ -246,8 +358,8 @@ def _timed(common: pd.DataFrame) -> pd.DataFrame:
     n_cur = common["time_samples_s"].map(_n_samples)
     n_base = common["time_samples_s_b"].map(_n_samples)
     t = common[(n_cur > 0) & (n_base > 0)]
-    t = t.assign(m_cur=list(map(_median, t["time_median_s"], t["time_samples_s"])),
-                 m_base=list(map(_median, t["time_median_s_b"], t["time_samples_s_b"])))
+    t = t.assign(m_cur=list(map(median_of, t["time_median_s"], t["time_samples_s"])),
+                 m_base=list(map(median_of, t["time_median_s_b"], t["time_samples_s_b"])))
     t = t[(t["m_cur"] > 0) & (t["m_base"] > 0)]
     return t.assign(ratio=t["m_cur"] / t["m_base"])
 
@@ -280,41 +392,155 @@ def _presence(df: pd.DataFrame) -> tuple:
                  for r in df.sort_values(KEY).itertuples())
 
 
+def declared(known: pd.Series) -> pd.Series:
+    """Whether each row declares a known failure (a non-empty `known_failure`)."""
+    return known.notna() & (known.astype(object).fillna("").astype(str) != "")
+
+
+def _text(v) -> str:
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+
+
 def compare(baseline: pd.DataFrame, current: pd.DataFrame, rule: Rule = Rule()) -> Comparison:
     """Everything that changed from `baseline` to `current` (results DataFrames)."""
-    cols = KEY + ["case_group", "verdict", "reason", "time_median_s", "time_samples_s",
-                  "l2_flush"]
+    cols = KEY + ["case_group", "verdict", "reason", "known_failure", "time_median_s",
+                  "time_samples_s", "l2_flush", "device_name"]
     base, cur = (_plain(latest_rows(df).reindex(columns=cols)) for df in (baseline, current))
     common = cur.merge(base, on=KEY, how="inner", suffixes=("", "_b"))
     only_cur, only_base = _only(cur, base), _only(base, cur)
 
-    timing = []
     both = _timed(common)
-    same = _same_flush(both)
-    timed = both[same]
-    for r in timed[rule.beyond(timed["ratio"])].sort_values(KEY).itertuples():
+    same_device = _same(both, "device_name")
+    same_flush = _same_flush(both)
+    timed = both[same_device & same_flush]
+    compared = []
+    for r in timed.itertuples():
         s_cur, s_base = kept_samples(r.time_samples_s), kept_samples(r.time_samples_s_b)
-        p = mann_whitney_u(s_cur, s_base).p  # only changes beyond the factor need it
-        timing.append(TimingChange(r.op, r.case_id, r.impl, r.case_group, r.m_base, r.m_cur,
-                                   r.ratio, p, len(s_base), len(s_cur),
-                                   rule.classify(r.ratio, p)))
+        p = mann_whitney_u(s_cur, s_base).p
+        compared.append(TimingChange(r.op, r.case_id, r.impl, r.case_group, r.m_base, r.m_cur,
+                                     r.ratio, p, len(s_base), len(s_cur),
+                                     rule.classify(r.ratio, p)))
+    compared.sort(key=_timing_order)
+    timing = sorted((t for t in compared if t.change is not Change.UNCHANGED),
+                    key=lambda t: (t.op, t.case_id, t.impl))
 
     bad_now = common["verdict"].isin(BAD_VERDICTS)
     bad_before = common["verdict_b"].isin(BAD_VERDICTS)
-    new_failures = [VerdictChange(r.op, r.case_id, r.impl, r.case_group, r.verdict_b,
-                                  r.verdict, r.reason)
-                    for r in common[bad_now & ~bad_before].sort_values(KEY).itertuples()]
-    new_failures += [VerdictChange(r.op, r.case_id, r.impl, r.case_group, None, r.verdict,
-                                   r.reason)
-                     for r in only_cur[only_cur["verdict"].isin(BAD_VERDICTS)]
-                     .sort_values(KEY).itertuples()]
-    fixed = [VerdictChange(r.op, r.case_id, r.impl, r.case_group, r.verdict_b, r.verdict,
-                           r.reason_b)
-             for r in common[bad_before & (common["verdict"] == Verdict.PASS)]
-             .sort_values(KEY).itertuples()]
+    known_now, known_before = declared(common["known_failure"]), \
+        declared(common["known_failure_b"])
+    unexpected_before = bad_before & ~known_before
+    new_failures = tuple(
+        VerdictChange(r.op, r.case_id, r.impl, r.case_group, r.verdict_b, r.verdict,
+                      _text(r.reason))
+        for r in common[bad_now & ~known_now & ~unexpected_before].sort_values(KEY)
+        .itertuples())
+    cur_bad = only_cur["verdict"].isin(BAD_VERDICTS)
+    failing_new = tuple(
+        VerdictChange(r.op, r.case_id, r.impl, r.case_group, None, r.verdict, _text(r.reason))
+        for r in only_cur[cur_bad & ~declared(only_cur["known_failure"])].sort_values(KEY)
+        .itertuples())
+    fixed = tuple(VerdictChange(r.op, r.case_id, r.impl, r.case_group, r.verdict_b, r.verdict,
+                                _text(r.reason_b))
+                  for r in common[bad_before & (common["verdict"] == Verdict.PASS)
+                                  & ~known_now].sort_values(KEY).itertuples())
+    # every current item that declares a known failure, with its baseline verdict
+    cur_known = cur[declared(cur["known_failure"])].merge(
+        base[KEY + ["verdict"]], on=KEY, how="left", suffixes=("", "_b")).sort_values(KEY)
+    known, xpass = [], []
+    for r in cur_known.itertuples():
+        item = KnownItem(r.op, r.case_id, r.impl, r.case_group,
+                         None if pd.isna(r.verdict_b) else r.verdict_b, r.verdict,
+                         _text(r.known_failure), _text(r.reason))
+        if r.verdict in BAD_VERDICTS:
+            known.append(item)
+        elif r.verdict == Verdict.PASS:
+            xpass.append(item)
+    other_device = both[~same_device]
+    other_flush = both[same_device & ~same_flush]
     return Comparison(rule=rule, n_common=len(common), n_timed=len(timed),
-                      n_flush_differs=int((~same).sum()),
-                      timing=tuple(timing), new_failures=tuple(new_failures),
-                      fixed_failures=tuple(fixed),
+                      n_flush_differs=len(other_flush), n_device_differs=len(other_device),
+                      n_timed_both=len(both),
+                      flush_pairs=_pairs(other_flush, "l2_flush") if len(other_flush) else (),
+                      device_pairs=_pairs(other_device, "device_name")
+                      if len(other_device) else (),
+                      timing=tuple(timing), compared=tuple(compared),
+                      new_failures=new_failures, failing_new_cases=failing_new,
+                      fixed_failures=fixed, known_failures=tuple(known),
+                      unexpected_passes=tuple(xpass),
                       disappeared=_presence(only_base), new_cases=_presence(only_cur),
                       env_differences=_env_differences(baseline, current))
+
+
+# -- steps over many runs (the report's history) -------------------------------------------
+
+@dataclass(frozen=True)
+class Step:
+    """A change-point of one item's timings over a series of runs."""
+
+    index: int  # position (in the series given) of the first run after the step
+    before_s: float  # median of the runs' medians before it (within its segment)
+    after_s: float  # ... and after it
+    ratio: float  # after / before: above 1 is slower
+    p: float  # Mann-Whitney U of the pooled samples after against before
+
+    @property
+    def slower(self) -> bool:
+        return self.ratio > 1
+
+
+def _plain_median(values: Sequence[float]) -> float:
+    s = sorted(values)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def detect_steps(medians: Sequence[float], samples: Sequence[Sequence[float]],
+                 rule: Rule = Rule()) -> list:
+    """The steps of a series of runs' medians (in run order), by binary segmentation. In a
+    segment, a split at k is a candidate when the median of the medians after it differs
+    from the median of those before by more than the rule's factor; candidates are tried
+    best fit first (the smallest sum of absolute log deviations of the medians from their
+    side's median: the split that best describes the segment as two constant levels, as
+    asv's step detection fits piecewise-constant levels), and the first whose pooled
+    samples after and before differ by a two-sided Mann-Whitney U test at p < alpha is a
+    step; each side is then searched the same way. A single outlying run inside a segment
+    moves neither median and is not a step; one at the end of the series is (it may be the
+    start of one). `samples[i]` are run i's kept samples (empty: the medians alone decide,
+    p = 0). Returns the steps in run order."""
+    n = len(medians)
+    if n < 2 or len(samples) != n:
+        return []
+    meds = [float(m) for m in medians]
+    if not all(m > 0 for m in meds):
+        raise ValueError("detect_steps needs positive medians")
+    if max(meds) <= min(meds) * rule.factor:  # nothing can pass the factor: most items
+        return []
+    logs = [math.log(m) for m in meds]
+    steps: list = []
+
+    def cost(lo: int, hi: int) -> float:
+        centre = _plain_median(logs[lo:hi])
+        return sum(abs(x - centre) for x in logs[lo:hi])
+
+    def split(lo: int, hi: int) -> None:
+        if hi - lo < 2:
+            return
+        candidates = []
+        for k in range(lo + 1, hi):
+            before, after = _plain_median(meds[lo:k]), _plain_median(meds[k:hi])
+            ratio = after / before
+            if rule.beyond(ratio):
+                candidates.append((cost(lo, k) + cost(k, hi), -abs(math.log(ratio)), k,
+                                   before, after, ratio))
+        for _, _, k, before, after, ratio in sorted(candidates):
+            a = [x for s in samples[k:hi] for x in s]
+            b = [x for s in samples[lo:k] for x in s]
+            p = mann_whitney_u(a, b).p if a and b else 0.0
+            if p < rule.alpha:
+                steps.append(Step(k, before, after, ratio, p))
+                split(lo, k)
+                split(k, hi)
+                return
+
+    split(0, n)
+    return sorted(steps, key=lambda s: s.index)

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from suite.outcomes import Determinism, FailureKind, Verdict
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 VERSION_KEY = b"bwd_suite_schema_version"
 
 OUTPUT_STRUCT = pa.struct([
@@ -102,6 +102,9 @@ class ResultRow:
     verdict: Optional[Verdict] = _col(_str)
     failure_kind: Optional[FailureKind] = _col(_str)
     reason: str = _col(_str, "")
+    # why the implementation declares it fails this case (Implementation.known_failures);
+    # null when it declares nothing (added in version 6)
+    known_failure: Optional[str] = _col(_str)
     outputs: list = _col(pa.list_(OUTPUT_STRUCT), [])  # suite.verdicts.OutputCheck.as_row
     # --- diagnosis of failing items (null / empty on the others) ---
     diagnosis: Optional[str] = _col(_str)
@@ -147,6 +150,23 @@ class ResultRow:
         if duration_s is not None:
             self.duration_s = duration_s
         return self
+
+    @property
+    def expected(self) -> bool:
+        """A failure the implementation declares (known_failure): not the run's fault."""
+        return bool(self.known_failure) and self.verdict is not None and self.verdict.bad
+
+    @property
+    def unexpected_pass(self) -> bool:
+        """Declared to fail, and passed: the declaration is out of date (strict xfail)."""
+        return bool(self.known_failure) and self.verdict is Verdict.PASS
+
+    @property
+    def counts_against(self) -> bool:
+        """Makes a run exit 1: an undeclared failure, error or timeout, or an unexpected
+        pass."""
+        return (self.verdict is not None and self.verdict.bad and not self.expected) \
+            or self.unexpected_pass
 
     @property
     def params(self) -> dict:

@@ -47,10 +47,6 @@ class RunOptions:
     l2_flush: str = "clean"  # suite.timing.L2_FLUSH_MODES
 
 
-def _poisoned(empties: Mapping[str, torch.Tensor]) -> dict:
-    return {k: poison_(v) for k, v in empties.items()}
-
-
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -101,7 +97,7 @@ class CaseContext:
                 i for i in registry.implementations(self.spec.name)
                 if i.name == self.spec.yardstick)
             try:
-                out = self.spec.call(ys.fn, self.inputs, self.case.params, _poisoned)
+                out = self.spec.call(ys.fn, self.inputs, self.case.params, _Outputs())
                 self.ref_errs = {o.name: normalized_error(out[o.name], self.golden[o.name])
                                  for o in self.outputs}
             except Exception as e:  # noqa: BLE001 - recorded, and every item says so
@@ -116,7 +112,17 @@ def _row(run: Optional[RunInfo], case: Case, impl: Implementation, spec: OpSpec)
                            case_file=case.file, tags=sorted(case.tags),
                            params_json=params_json(p), seed=case.seed, impl=impl.name,
                            impl_kind=impl.kind, impl_version=impl.version,
-                           bytes=spec.bytes(p), flops=spec.flops(p))
+                           known_failure=impl.known_failure(case.id),
+                           bytes=_count(spec.bytes, p), flops=_count(spec.flops, p))
+
+
+def _count(fn: Callable[[Mapping], int], params: Mapping) -> Optional[int]:
+    """The op's byte or flop count; None where it raises (a run item then raises it again
+    as its error, in `_check`)."""
+    try:
+        return fn(params)
+    except Exception:  # noqa: BLE001 - re-raised where the row can hold it
+        return None
 
 
 def timed_call(spec: OpSpec, impl: Implementation, inputs: CaseInputs,
@@ -142,44 +148,117 @@ def _not_run(row: ResultRow, impl: Implementation, case: Case, opts: RunOptions)
     return row.verdict is not None
 
 
+class _Outputs:
+    """The allocator handed to `OpSpec.call`: NaN-poisoned outputs, remembered, so that an
+    implementation that put its own tensor into `out` (or deleted one) instead of writing
+    the one it was given is caught, and the given ones are what gets checked."""
+
+    def __init__(self):
+        self.given: list[tuple[dict, dict]] = []  # (the dict handed out, its tensors)
+
+    def __call__(self, empties: Mapping[str, torch.Tensor]) -> dict:
+        out = {k: poison_(v) for k, v in empties.items()}
+        self.given.append((out, dict(out)))
+        return out
+
+    def replaced(self) -> list[str]:
+        """Outputs not the tensor handed out any more (replaced or removed), by name."""
+        return sorted({k for out, orig in self.given for k, t in orig.items()
+                       if out.get(k) is not t})
+
+    def restore(self) -> None:
+        """Put the handed-out tensors back, so their (unwritten) values are checked."""
+        for out, orig in self.given:
+            out.update(orig)
+
+
+def _call(spec: OpSpec, impl: Implementation, ctx: CaseContext) -> tuple[dict, list]:
+    """One call into fresh poisoned outputs: (outputs, names the implementation replaced)."""
+    alloc = _Outputs()
+    out = spec.call(impl.fn, ctx.inputs, ctx.case.params, alloc)
+    replaced = alloc.replaced()
+    if replaced:
+        alloc.restore()
+        if spec.invoke is call_once:
+            out = alloc.given[0][0]
+    return out, replaced
+
+
+class _Stage:
+    """What the item was doing, for the reason of an exception."""
+
+    now = "setting up"
+
+
 def run_item(ctx: CaseContext, impl: Implementation, run: Optional[RunInfo],
              ceilings: Ceilings, impls_by_name: Mapping[str, Implementation]) -> ResultRow:
-    spec, case, opts = ctx.spec, ctx.case, ctx.opts
-    row = _row(run, case, impl, spec)
+    """One item's row. Every exception of the item, at whatever stage, is its `error` row;
+    only KeyboardInterrupt and the like go through."""
+    row = _row(run, ctx.case, impl, ctx.spec)
     started = time.perf_counter()
-    if _not_run(row, impl, case, opts):
+    if _not_run(row, impl, ctx.case, ctx.opts):
         return row
+    stage = _Stage()
+    try:
+        _check(row, ctx, impl, impls_by_name, stage)
+        if ctx.opts.timing:
+            stage.now = "being timed"
+            _time(row, ctx.spec, impl, ctx, ceilings)
+    except Exception as e:  # noqa: BLE001 - the row keeps the message
+        _raised(row, e, stage.now, ctx, impl)
+    row.duration_s = time.perf_counter() - started
+    return row
 
+
+def _raised(row: ResultRow, e: Exception, stage: str, ctx: CaseContext,
+            impl: Implementation) -> None:
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f" ({tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
+    sticky = cuda_fault.note(e, f"{ctx.case.id} [{impl.name}]")
+    lost = "; the CUDA context is lost: later items of this process are not run"
+    while_ = "" if stage == "being called" else f" while {stage}"
+    row.finish(Verdict.ERROR, f"{type(e).__name__}{while_}: {e}{where}" + (lost if sticky else ""),
+               FailureKind.EXCEPTION)
+
+
+def _check(row: ResultRow, ctx: CaseContext, impl: Implementation,
+           impls_by_name: Mapping[str, Implementation], stage: _Stage) -> None:
+    """Correctness: the call into poisoned outputs, the verdict per output, inputs unchanged,
+    outputs not replaced, determinism over the repeats, and the diagnosis of a failure."""
+    spec, case, opts = ctx.spec, ctx.case, ctx.opts
+    stage.now = "counting its bytes and flops"
+    row.bytes, row.flops = spec.bytes(case.params), spec.flops(case.params)
+    stage.now = "computing the yardstick's error"
     ref_errs = ctx.yardstick_errors(impls_by_name)
     before = snapshot(ctx.inputs.tensors)
     dev = opts.device
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
         base_mem = torch.cuda.memory_allocated(dev)
-    try:
-        first = spec.call(impl.fn, ctx.inputs, case.params, _poisoned)
-        _sync(dev)
-        if dev.type == "cuda":
-            row.peak_mem_bytes = torch.cuda.max_memory_allocated(dev) - base_mem
-        repeats = []
-        for _ in range(opts.repeats - 1):
-            repeats.append(spec.call(impl.fn, ctx.inputs, case.params, _poisoned))
-        _sync(dev)
-    except Exception as e:  # noqa: BLE001 - the verdict keeps the message
-        tb = traceback.extract_tb(e.__traceback__)[-1]
-        sticky = cuda_fault.note(e, f"{case.id} [{impl.name}]")
-        lost = "; the CUDA context is lost: later items of this process are not run"
-        return row.finish(Verdict.ERROR,
-                          f"{type(e).__name__}: {e} ({tb.filename.rsplit('/', 1)[-1]}:"
-                          f"{tb.lineno})" + (lost if sticky else ""),
-                          FailureKind.EXCEPTION, duration_s=time.perf_counter() - started)
+    stage.now = "being called"
+    first, replaced = _call(spec, impl, ctx)
+    _sync(dev)
+    if dev.type == "cuda":
+        row.peak_mem_bytes = torch.cuda.max_memory_allocated(dev) - base_mem
+    repeats = []
+    for _ in range(opts.repeats - 1):
+        out, again = _call(spec, impl, ctx)
+        repeats.append(out)
+        replaced = sorted(set(replaced) | set(again))
+    _sync(dev)
 
+    stage.now = "checking its outputs"
     checks: list[OutputCheck] = [
         check_output(o, first[o.name], ctx.golden[o.name], ref_errs[o.name], ctx.case_dtype,
                      ctx.cond_errs[o.name])
         for o in ctx.outputs]
     row.outputs = [c.as_row() for c in checks]
     failures = [(c.failure, c.message) for c in checks if c.failure]
+    if replaced:
+        failures.insert(0, (FailureKind.REPLACED,
+                            f"output replaced, not written: the implementation put its own "
+                            f"tensor into (or removed from) out{replaced} instead of writing "
+                            f"the one it was given"))
     changed = modified_inputs(before, ctx.inputs.tensors)
     if changed:
         failures.insert(0, (FailureKind.INPUT_MODIFIED,
@@ -187,6 +266,7 @@ def run_item(ctx: CaseContext, impl: Implementation, run: Optional[RunInfo],
         # later implementations must see the original values: rebuild them from the seed
         ctx.inputs = spec.make_inputs(case.params, case.seed, opts.device)
 
+    stage.now = "checking its determinism"
     det = classify_determinism({o.name: first[o.name] for o in ctx.outputs},
                                [{o.name: r[o.name] for o in ctx.outputs} for r in repeats],
                                ctx.golden, {c.name: c.allowed for c in checks})
@@ -203,11 +283,6 @@ def run_item(ctx: CaseContext, impl: Implementation, run: Optional[RunInfo],
         _diagnose(row, ctx, first, checks)
     else:
         row.finish(Verdict.PASS)
-
-    if opts.timing:
-        _time(row, spec, impl, ctx, ceilings)
-    row.duration_s = time.perf_counter() - started
-    return row
 
 
 def _time(row: ResultRow, spec: OpSpec, impl: Implementation, ctx: CaseContext,

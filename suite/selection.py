@@ -48,9 +48,38 @@ class Selection:
     plan: Plan
 
 
+def max_sweep(args):
+    """The loader's sweep-size limit: none with --allow-large."""
+    from suite.cases import MAX_SWEEP
+
+    return None if getattr(args, "allow_large", False) else MAX_SWEEP
+
+
+def matching(cases: list, patterns: Optional[list], scope: str) -> list:
+    """The cases whose id contains any of --case's texts; none is bad input, blamed on
+    --case (`scope` says which cases were searched, e.g. "of profile ci")."""
+    if not patterns:
+        return cases
+    found = [c for c in cases if any(s in c.id for s in patterns)]
+    if cases and not found:
+        texts = " or ".join(map(repr, patterns))
+        raise SuiteInputError("--case", f"no case id {scope} contains {texts}")
+    return found
+
+
+def implementations_by_op(names: Optional[list], include_mutants=False,
+                          default_op: Optional[str] = None) -> dict:
+    """op -> the implementations of --impl for it, every name checked once, whichever
+    ops the cases hold."""
+    from suite import registry
+
+    return {o: registry.select_implementations(o, names, include_mutants, default_op)
+            for o in registry.ops()}
+
+
 def select(args) -> Selection:
     """The plan of `args` (--device, --profile, --op, --cases, --case, --impl,
-    --include-mutants)."""
+    --include-mutants, --allow-large)."""
     from suite import cases as cases_mod
     from suite import registry
 
@@ -59,12 +88,14 @@ def select(args) -> Selection:
     cases_mod.profile_names(profile)
     if args.op:
         registry.op(args.op, where="--op")
-    cases = cases_mod.load_cases(args.cases or (), op=args.op, profile=profile)
-    if args.case:
-        cases = [c for c in cases if any(s in c.id for s in args.case)]
     names = impl_names(args.impl)
     mutants = getattr(args, "include_mutants", False)
-    plan = Plan.of(cases, lambda op: registry.select_implementations(op, names, mutants))
+    impls = implementations_by_op(names, mutants, args.op)
+    cases = cases_mod.load_cases(args.cases or (), op=args.op, profile=profile,
+                                 max_sweep=max_sweep(args))
+    scope = f"of profile {profile}" + (f" and op {args.op}" if args.op else "")
+    cases = matching(cases, args.case, scope)
+    plan = Plan.of(cases, impls.__getitem__)
     if names and not plan.entries:
         raise SuiteInputError("--impl", f"{args.impl!r} implements none of the selected ops")
     return Selection(dev, profile, plan)

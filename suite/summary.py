@@ -35,16 +35,41 @@ def _run_diagnoses(rows: list) -> list:
     return ["\nlikely causes across the run:"] + [f"  {d.impl}: {d.text}" for d in found]
 
 
+def _known(rows: list) -> list:
+    """Declared failures that failed (expected, listed apart) and that passed (unexpected
+    passes: the declaration is out of date, and the run fails as pytest's strict xfail)."""
+    lines = []
+    expected = [r for r in rows if r.expected]
+    if expected:
+        per = defaultdict(list)
+        for r in expected:
+            per[(r.op, r.impl, r.known_failure)].append(r)
+        lines.append(f"\n{len(expected)} known failures (declared by the implementation, "
+                     f"expected):")
+        lines += [f"  {op}/{impl}: {len(rs)} items: {why[:300]}"
+                  for (op, impl, why), rs in sorted(per.items())]
+    passed = [r for r in rows if r.unexpected_pass]
+    if passed:
+        lines.append(f"\n{len(passed)} unexpected passes (declared to fail, now pass: update "
+                     f"the implementation's known_failures):")
+        lines += [f"  {r.impl} {r.case_id}" for r in passed[:MAX_FAILURES_SHOWN]]
+    return lines
+
+
 def render(rows: Iterable[ResultRow]) -> str:
     rows = list(rows)
     groups = defaultdict(list)
     for r in rows:
         groups[(r.op, r.impl)].append(r)
+    idle = {k: rs for k, rs in groups.items() if all(r.verdict is Verdict.UNSUPPORTED
+                                                     for r in rs)}
     head = (f"{'op':<16} {'implementation':<30} {'items':>5} "
             + " ".join(f"{v:>11}" for v in VERDICTS)
             + f" {'bitwise':>8} {'median GB/s':>12} {'frac copy':>10} {'same copy':>10}")
     lines = [head, "-" * len(head)]
     for (op, impl), rs in sorted(groups.items()):
+        if (op, impl) in idle:
+            continue
         counts = [sum(r.verdict is v for r in rs) for v in VERDICTS]
         timed = [r for r in rs if r.verdict is Verdict.PASS and r.gbps]
         gbps = sorted(r.gbps for r in timed)
@@ -56,7 +81,11 @@ def render(rows: Iterable[ResultRow]) -> str:
                      + " ".join(f"{n:>11}" for n in counts)
                      + f" {bitwise:>8} {_fmt(med, '12.4g')} {_fmt(frac, '10.3g')}"
                      + f" {_fmt(same, '10.3g')}")
-    bad = [r for r in rows if r.verdict.bad]
+    if idle:
+        names = ", ".join(f"{op}/{impl}" for op, impl in sorted(idle))
+        lines.append(f"not run here (every item unsupported; `python -m suite list` says "
+                     f"why): {names}")
+    bad = [r for r in rows if r.verdict.bad and not r.expected]
     if bad:
         lines.append(f"\n{len(bad)} failing items"
                      + (f" (first {MAX_FAILURES_SHOWN})" if len(bad) > MAX_FAILURES_SHOWN else "")
@@ -66,6 +95,8 @@ def render(rows: Iterable[ResultRow]) -> str:
             lines.append(f"        {r.reason[:400]}")
             if r.diagnosis:
                 lines.append(f"        diagnosis: {r.diagnosis[:400]}")
+    lines += _known(rows)
+    if bad:
         lines += _run_diagnoses(rows)
     lines.append("\nframe: 'frac copy' is the geometric mean over passing items of GB/s "
                  "(compulsory bytes / median time) over the measured copy bandwidth;\n"

@@ -1,8 +1,10 @@
-"""Implementations loaded from outside the registry (`--impl tests.helpers:NAME`), used
-by the CLI tests: one that raises, one that is interrupted mid-run, two that declare
-known failures, one that simulates a sticky CUDA fault."""
+"""Implementations loaded from outside the registry (`--impl OP=tests.helpers:NAME`),
+used by the CLI tests: one that raises, one that is interrupted mid-run, two that declare
+known failures, one that simulates a sticky CUDA fault, one that is plainly wrong, and
+one decorated for layer_norm (for the tests that bind an implementation to its op)."""
 
 from kernels.causal_conv1d.torch_ref import torch_ref
+from kernels.layer_norm.torch_ref import torch_ref as layer_norm_torch_ref
 from suite import cuda_fault
 from suite.registry import implementation
 
@@ -42,3 +44,15 @@ def loses_cuda_context(**kw):
     the suite's probe of the context fails)."""
     cuda_fault._context_lost = lambda: True
     raise RuntimeError("CUDA error: misaligned address")
+
+
+def doubles_dx(**kw):
+    """Behaves like torch_ref, then doubles dx: a plain wrong implementation."""
+    torch_ref(**kw)
+    kw["out"]["dx"].mul_(2)
+
+
+@implementation("layer_norm", "tests_layer_norm_only", kind="external")
+def layer_norm_only(**kw):
+    """Decorated for layer_norm (layer_norm's torch_ref): never on another op's cases."""
+    layer_norm_torch_ref(**kw)

@@ -1,20 +1,35 @@
 """Compare a current run with a baseline run: timing regressions and improvements (ratio
-of medians beyond a factor and a Mann-Whitney U test, both required), new and fixed
-failures, cases that disappeared and new cases.
+of medians beyond a factor and a Mann-Whitney U test, both required), new failures of
+cases in both runs, failing new cases, unexpected passes, fixed failures, known failures
+(declared by the implementation: expected), cases that disappeared and new cases.
 
-Exit status, for CI gating: 1 on a regression or a new failure, 0 otherwise, 2 on bad
-input (a missing or unreadable file, another schema version, no items in common).
+Exit status, for CI gating:
+  0  ok: timings were compared and nothing regressed;
+  1  regressed: a significant slowdown, a new failure, a failing new case or an unexpected
+     pass (a declared known failure that passed: update the declaration);
+  2  bad input: a missing or unreadable file, a newer schema version, no rows;
+  3  nothing compared: the runs share no item, or no item was timed in both on the same
+     device after the same L2 flush (one line says why); a gate that compared nothing
+     would pass vacuously. With shared items a verdict failure still exits 1 first;
+     --allow-untimed turns the second case into 0 (conformance runs without timing).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
+import json
+import math
+import sys
 from pathlib import Path
 
 from suite.errors import SuiteInputError
 
-HELP = "compare two runs; exit 1 on a timing regression or a new failure (CI gate)"
+HELP = ("compare two runs (CI gate): exit 1 on a regression, a new failure or an "
+        "unexpected pass, 3 when no timed item could be compared")
 MAX_LINES = 40  # per category, in the terminal
+FORMATS = ("text", "json", "csv", "markdown")
 
 
 def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,14 +55,24 @@ def rule_from(args):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("baseline", type=Path, metavar="BASELINE",
                         help="baseline results: a parquet file or a folder of them")
     parser.add_argument("current", type=Path, metavar="CURRENT",
                         help="current results: a parquet file or a folder of them")
     add_rule_arguments(parser)
     parser.add_argument("--max-lines", type=int, default=MAX_LINES, metavar="N",
-                        help=f"items printed per category (default {MAX_LINES}; "
-                             f"counts are always complete)")
+                        help=f"items printed per category in text and markdown (default "
+                             f"{MAX_LINES}; counts are always complete, json and csv list "
+                             f"every item)")
+    parser.add_argument("--format", choices=FORMATS, default="text",
+                        help="text (default, for people), json (one document: counts, "
+                             "result, every compared timing and verdict change), csv (one "
+                             "row per item and category), markdown (for a pull request)")
+    parser.add_argument("--allow-untimed", action="store_true",
+                        help="exit 0 instead of 3 when the runs share items but none could "
+                             "be timed against the baseline (conformance runs without "
+                             "timing); still 3 when they share no item")
 
 
 def describe_run(df) -> str:
@@ -59,17 +84,60 @@ def describe_run(df) -> str:
             f"profile {first['profile']}, commit {first['git_commit'] or '?'}")
 
 
+def run_info(df) -> dict:
+    """The run-level facts of a results frame, for the machine-readable formats."""
+    first = df.iloc[0]
+
+    def distinct(col):
+        return sorted(map(str, df[col].dropna().unique())) if col in df else []
+
+    return {"run_ids": list(dict.fromkeys(map(str, df["run_id"]))), "items": len(df),
+            "device_name": distinct("device_name"), "device": distinct("device"),
+            "profile": distinct("profile"), "git_commit": distinct("git_commit"),
+            "started": str(first["run_started"]), "l2_flush": distinct("l2_flush")}
+
+
 def _fmt_s(s: float) -> str:
     from reports.fmt import time_text
 
     return time_text(s)
 
 
-def render(c, max_lines: int = MAX_LINES) -> list:
+def result_line(c, code: int) -> str:
+    """The verdict of the gate, one line."""
+    if code == 3:
+        return f"result: NOT COMPARED (exit 3): no timed item could be compared: " \
+               f"{c.vacuous_reason}"
+    n_known = len(c.known_failures)
+    known = f"; {n_known} known failure{'s' * (n_known != 1)} (expected)" if n_known else ""
+    if c.gate_failed:
+        counts = [(len(c.regressions), "regression"), (len(c.new_failures), "new failure"),
+                  (len(c.failing_new_cases), "failing new case"),
+                  (len(c.unexpected_passes), "unexpected pass")]
+        return "result: REGRESSED (" + ", ".join(
+            f"{n} {what}{('es' if what.endswith('ss') else 's') * (n != 1)}"
+            for n, what in counts) + ")" + known
+    untimed = "" if c.n_timed else "; no timings compared (--allow-untimed)"
+    return "result: ok (no regressions, no new failures)" + known + untimed
+
+
+def _known_groups(items) -> list:
+    """(op, impl, declared reason, items) of known items, in order."""
+    groups: dict = {}
+    for k in items:
+        groups.setdefault((k.op, k.impl, k.known_failure), []).append(k)
+    return [(op, impl, why, ks) for (op, impl, why), ks in groups.items()]
+
+
+def render(c, max_lines: int = MAX_LINES, code: int = None) -> list:
     """The comparison as terminal lines (the same categories as the report)."""
+    code = c.exit_code() if code is None else code
     lines = [f"compared: {c.n_common} items in both runs, {c.n_timed} timed in both; "
              f"{c.rule.describe()}"]
     lines += [f"environment differs: {e}" for e in c.env_differences]
+    if c.n_device_differs:
+        lines.append(f"not compared: {c.n_device_differs} items timed in both runs on "
+                     f"different devices ({'; '.join(c.device_pairs)})")
     if c.n_flush_differs:
         lines.append(f"not compared: {c.n_flush_differs} items timed in both runs after "
                      f"different L2 flushes (l2_flush)")
@@ -89,22 +157,159 @@ def render(c, max_lines: int = MAX_LINES) -> list:
         before = v.before or "new case"
         return f"{before} -> {v.after}  {v.case_id}  [{v.impl}]  {(v.reason or '')[:200]}"
 
+    def known_item(k):
+        return f"{k.verdict}  {k.case_id}  [{k.impl}]  declared: {k.known_failure[:160]}"
+
+    def known_group(g):
+        op, impl, why, ks = g
+        return f"{op} [{impl}]: {len(ks)} items: {why[:200]}"
+
     def presence(p):
         return f"{p.case_id}  [{p.impl}]  {p.verdict}"
 
     section("REGRESSIONS", sorted(c.regressions, key=lambda t: -t.ratio), timing)
     section("NEW FAILURES", list(c.new_failures), verdict)
+    section("FAILING NEW CASES", list(c.failing_new_cases), verdict)
+    section("UNEXPECTED PASSES", list(c.unexpected_passes), known_item)
     section("improvements", sorted(c.improvements, key=lambda t: t.ratio), timing)
     section("fixed failures", list(c.fixed_failures), verdict)
+    section("known failures (expected)", _known_groups(c.known_failures), known_group)
     section("beyond the factor but not significant", c.uncertain, timing)
     section("disappeared (baseline only)", list(c.disappeared), presence)
     section("new cases (current only)", list(c.new_cases), presence)
-    n_reg, n_new = len(c.regressions), len(c.new_failures)
-    lines.append("\nresult: " + (f"REGRESSED ({n_reg} regression{'s' * (n_reg != 1)}, "
-                                 f"{n_new} new failure{'s' * (n_new != 1)})"
-                                 if c.gate_failed else
-                                 "ok (no regressions, no new failures)"))
+    lines.append("\n" + result_line(c, code))
     return lines
+
+
+# -- machine-readable formats ----------------------------------------------------------------
+
+CSV_COLUMNS = ("category", "op", "case_id", "impl", "case_group", "base_median_s",
+               "cur_median_s", "ratio", "p", "n_base", "n_cur", "change", "before", "after",
+               "reason", "known_failure")
+
+
+def _num(x):
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
+
+
+def records(c) -> list:
+    """One dict per item and category: every compared timing (category regression,
+    improvement, uncertain or unchanged), then the verdict categories."""
+    out = []
+    for t in c.compared:
+        out.append({"category": t.change.value, "op": t.op, "case_id": t.case_id,
+                    "impl": t.impl, "case_group": t.case_group,
+                    "base_median_s": _num(t.base_median_s), "cur_median_s": _num(t.cur_median_s),
+                    "ratio": _num(t.ratio), "p": _num(t.p), "n_base": t.n_base,
+                    "n_cur": t.n_cur, "change": t.change.value})
+    for category, items in (("new_failure", c.new_failures),
+                            ("failing_new_case", c.failing_new_cases),
+                            ("fixed", c.fixed_failures)):
+        out += [{"category": category, "op": v.op, "case_id": v.case_id, "impl": v.impl,
+                 "case_group": v.case_group, "before": v.before, "after": v.after,
+                 "reason": v.reason} for v in items]
+    for category, items in (("unexpected_pass", c.unexpected_passes),
+                            ("known_failure", c.known_failures)):
+        out += [{"category": category, "op": k.op, "case_id": k.case_id, "impl": k.impl,
+                 "case_group": k.case_group, "before": k.before, "after": k.verdict,
+                 "reason": k.reason, "known_failure": k.known_failure} for k in items]
+    for category, items in (("disappeared", c.disappeared), ("new_case", c.new_cases)):
+        out += [{"category": category, "op": p.op, "case_id": p.case_id, "impl": p.impl,
+                 "case_group": p.case_group,
+                 ("before" if category == "disappeared" else "after"): p.verdict}
+                for p in items]
+    return out
+
+
+def counts(c) -> dict:
+    return {"common": c.n_common, "timed": c.n_timed, "timed_both": c.n_timed_both,
+            "device_differs": c.n_device_differs, "flush_differs": c.n_flush_differs,
+            "regressions": len(c.regressions), "improvements": len(c.improvements),
+            "uncertain": len(c.uncertain), "new_failures": len(c.new_failures),
+            "failing_new_cases": len(c.failing_new_cases),
+            "unexpected_passes": len(c.unexpected_passes),
+            "known_failures": len(c.known_failures), "fixed": len(c.fixed_failures),
+            "disappeared": len(c.disappeared), "new_cases": len(c.new_cases)}
+
+
+RESULTS = {0: "ok", 1: "regressed", 3: "not_compared"}
+
+
+def as_json(c, code: int, base=None, cur=None) -> str:
+    doc = {"format": "bwd-suite-compare", "version": 1, "result": RESULTS[code],
+           "exit_code": code, "reason": c.vacuous_reason if code == 3 else None,
+           "rule": {"factor": c.rule.factor, "alpha": c.rule.alpha,
+                    "text": c.rule.describe()},
+           "baseline": run_info(base) if base is not None else None,
+           "current": run_info(cur) if cur is not None else None,
+           "environment_differences": list(c.env_differences), "counts": counts(c),
+           "items": records(c)}
+    return json.dumps(doc, indent=1, allow_nan=False)
+
+
+def as_csv(c) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in records(c):
+        w.writerow({k: ("" if v is None else (repr(v) if isinstance(v, float) else v))
+                    for k, v in r.items()})
+    return buf.getvalue()
+
+
+def _md(text) -> str:
+    """A markdown table cell: pipes escaped, one line."""
+    return str(text or "").replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def as_markdown(c, code: int, max_lines: int = MAX_LINES, base=None, cur=None) -> str:
+    icon = {0: "ok", 1: "REGRESSED", 3: "NOT COMPARED"}[code]
+    out = [f"## Compare: {icon}", "", _md(result_line(c, code)), ""]
+    if base is not None and cur is not None:
+        out += [f"- baseline: {_md(describe_run(base))}", f"- current: {_md(describe_run(cur))}"]
+    out += [f"- {c.n_common} items in both runs, {c.n_timed} timed in both; "
+            f"{_md(c.rule.describe())}"]
+    out += [f"- environment differs: {_md(e)}" for e in c.env_differences]
+    out.append("")
+    out += ["| category | items |", "|---|---:|"]
+    out += [f"| {k.replace('_', ' ')} | {v} |" for k, v in counts(c).items()]
+
+    def table(title, head, rows):
+        if not rows:
+            return
+        out.extend(["", f"### {title} ({len(rows)})", "", "| " + " | ".join(head) + " |",
+                    "|" + "---|" * len(head)])
+        out.extend("| " + " | ".join(_md(x) for x in r) + " |" for r in rows[:max_lines])
+        if len(rows) > max_lines:
+            out.append(f"\n... and {len(rows) - max_lines} more")
+
+    def t_rows(ts):
+        return [(t.op, f"`{t.case_id}`", t.impl, _fmt_s(t.base_median_s),
+                 _fmt_s(t.cur_median_s), f"x{t.ratio:.3f}", f"{t.p:.2g}") for t in ts]
+
+    th = ("op", "case", "impl", "baseline", "current", "ratio", "p")
+    vh = ("op", "case", "impl", "before", "now", "reason")
+
+    def v_rows(vs):
+        return [(v.op, f"`{v.case_id}`", v.impl, v.before or "new case", v.after,
+                 (v.reason or "")[:200]) for v in vs]
+
+    kh = ("op", "case", "impl", "verdict", "declared")
+
+    def k_rows(ks):
+        return [(k.op, f"`{k.case_id}`", k.impl, k.verdict, k.known_failure[:200]) for k in ks]
+
+    table("Regressions", th, t_rows(sorted(c.regressions, key=lambda t: -t.ratio)))
+    table("New failures", vh, v_rows(c.new_failures))
+    table("Failing new cases", vh, v_rows(c.failing_new_cases))
+    table("Unexpected passes", kh, k_rows(c.unexpected_passes))
+    table("Improvements", th, t_rows(sorted(c.improvements, key=lambda t: t.ratio)))
+    table("Fixed failures", vh, v_rows(c.fixed_failures))
+    table("Known failures (expected)", ("op", "impl", "items", "declared"),
+          [(op, impl, len(ks), why[:200]) for op, impl, why, ks in
+           _known_groups(c.known_failures)])
+    table("Beyond the factor, not significant", th, t_rows(c.uncertain))
+    return "\n".join(out) + "\n"
 
 
 def main(args) -> int:
@@ -119,10 +324,18 @@ def main(args) -> int:
         if df.empty:
             raise SuiteInputError(str(path), "holds no result rows")
     c = regression.compare(base, cur, rule)
-    if not c.overlaps:
-        raise SuiteInputError(str(args.baseline), f"shares no (op, case, implementation) "
-                                                  f"with {args.current}: nothing to compare")
-    print(f"baseline: {describe_run(base)}")
-    print(f"current:  {describe_run(cur)}")
-    print("\n".join(render(c, args.max_lines)))
-    return 1 if c.gate_failed else 0
+    code = c.exit_code(allow_untimed=args.allow_untimed)
+    if args.format == "text":
+        print(f"baseline: {describe_run(base)}")
+        print(f"current:  {describe_run(cur)}")
+        print("\n".join(render(c, args.max_lines, code)))
+        return code
+    if args.format == "json":
+        sys.stdout.write(as_json(c, code, base, cur) + "\n")
+    elif args.format == "csv":
+        sys.stdout.write(as_csv(c))
+    else:
+        sys.stdout.write(as_markdown(c, code, args.max_lines, base, cur))
+    if code == 3:  # the one line, beside the machine-readable output
+        print(f"compare: {result_line(c, code)[len('result: '):]}", file=sys.stderr)
+    return code

@@ -1,5 +1,6 @@
 """Show the ops and their parameters, how many cases each profile holds, and every
-implementation with whether it can run here."""
+implementation with whether it can run here. --impl and --case narrow the listing as they
+narrow a run."""
 
 from __future__ import annotations
 
@@ -13,27 +14,46 @@ def add_arguments(p) -> None:
     p.add_argument("--ids", action="store_true", help="also list every selected case id")
 
 
+def _implementations(args) -> list:
+    """The implementations to show: every one of the selected ops, or those of --impl."""
+    from suite import registry
+    from suite.selection import impl_names, implementations_by_op
+
+    names = impl_names(args.impl)
+    if not names:
+        return registry.implementations(args.op)
+    by_op = implementations_by_op(names, include_mutants=True, default_op=args.op)
+    return [i for o, impls in by_op.items() if args.op in (None, o) for i in impls]
+
+
 def main(args) -> int:
     from suite import cases as cases_mod
     from suite import registry
-    from suite.selection import default_profile, parse_device
+    from suite.selection import default_profile, matching, max_sweep, parse_device
 
-    all_cases = cases_mod.load_cases(args.cases or (), op=args.op)
+    if args.op:
+        registry.op(args.op, where="--op")
+    if args.profile:
+        cases_mod.profile_names(args.profile)
     dev = parse_device(args.device)
+    impls = _implementations(args)
+    all_cases = cases_mod.load_cases(args.cases or (), op=args.op, max_sweep=max_sweep(args))
+    all_cases = matching(all_cases, args.case, "of any profile" + (
+        f" of op {args.op}" if args.op else ""))
     print("ops:")
     for name, spec in registry.ops().items():
         if args.op and name != args.op:
             continue
         print(f"  {name}: {spec.doc}")
         print(f"    params: {', '.join(p.name for p in spec.params.params)}")
-    print("\ncases per profile:")
+    print("\ncases per profile" + (" (matching --case)" if args.case else "") + ":")
     print(f"  {'op':<20}" + "".join(f"{p:>9}" for p in cases_mod.PROFILES))
     for o in sorted({c.op for c in all_cases}):
         counts = [sum(c.op == o and c.in_profile(p) for c in all_cases)
                   for p in cases_mod.PROFILES]
         print(f"  {o:<20}" + "".join(f"{n:>9}" for n in counts))
     print(f"\nimplementations (device {dev}):")
-    for impl in registry.implementations(args.op):
+    for impl in impls:
         status = impl.unsupported_reason({}, dev.type) if not impl.enabled or \
             dev.type not in impl.devices else None
         state = f"unavailable: {status}" if status else "available"
@@ -42,9 +62,8 @@ def main(args) -> int:
               f"{state}  {impl.doc}")
     if args.ids:
         profile = args.profile or default_profile(dev)
-        cases_mod.profile_names(profile)
         print(f"\ncase ids in profile {profile}:")
         for c in all_cases:
-            if c.in_profile(profile) and (not args.case or any(s in c.id for s in args.case)):
+            if c.in_profile(profile):
                 print(f"  {c.id}")
     return 0

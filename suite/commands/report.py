@@ -1,8 +1,11 @@
 """Write one self-contained HTML report of results: run summary, conformance matrix,
-failures with their error metrics, roofline table and chart, implementations side by
-side and, with --baseline, the regressions and improvements against that run.
+failures grouped by diagnosed cause with their error metrics, known failures (expected),
+roofline table and chart, implementations side by side, with --baseline the changes
+against that run (every compared timing with its ratio and p), and with --history the
+trend of every item over a folder of nightly runs, with its steps marked.
 
 The file has no external scripts, styles or fonts: it opens offline in any browser.
+--format json writes the same data as one JSON document instead.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 from suite.commands.compare import add_rule_arguments, rule_from
 from suite.errors import SuiteInputError, did_you_mean
@@ -25,11 +29,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", type=Path, nargs="+", metavar="RESULTS",
                         help="baseline run(s) to compare with: regressions, improvements, "
                              "new and fixed failures (put it after the RESULTS)")
-    parser.add_argument("--baseline-impl", metavar="NAME",
-                        help="implementation the speedups are measured against (default: "
-                             "each op's reference implementation)")
-    parser.add_argument("--output", "-o", type=Path, default=Path("report.html"),
-                        metavar="FILE", help="HTML file to write (default report.html)")
+    parser.add_argument("--baseline-impl", metavar="NAME|OP=NAME,...",
+                        help="implementation the speedups are measured against, per op "
+                             "(causal_conv1d=dao,softmax=liger); a bare name applies to "
+                             "every op that has it (default: each op's yardstick, torch_ref)")
+    parser.add_argument("--history", type=Path, metavar="DIR",
+                        help="a folder of earlier runs, each a results file or a folder of "
+                             "them: a History section with each item's median and verdict "
+                             "over the runs (ordered by run_started) and its steps")
+    parser.add_argument("--format", choices=("html", "json"), default="html",
+                        help="html (default): the page; json: the report's data (summary "
+                             "counts, matrix, failures, known failures, roofline rows, "
+                             "speedups, changes, history) as one JSON document")
+    parser.add_argument("--output", "-o", type=Path, default=None,
+                        metavar="FILE", help="file to write (default report.html, or "
+                                             "report.json with --format json)")
     parser.add_argument("--max-cases", type=int, metavar="N",
                         help="cases listed per sweep, failing ones first (default 100; fewer "
                              "when a big run would list over 4000 items; counts, means and "
@@ -37,6 +51,61 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--title", metavar="TEXT", default="bwd-suite report",
                         help="page title (default 'bwd-suite report')")
     add_rule_arguments(parser)
+
+
+def baseline_choice(text: Optional[str], current):
+    """--baseline-impl checked against the results: every op=impl names an op of the
+    results and one of its implementations; a bare name, an implementation of some op."""
+    from reports.speedup import parse_baseline_impl
+
+    try:
+        choice = parse_baseline_impl(text)
+    except ValueError as e:
+        raise SuiteInputError("--baseline-impl", str(e)) from None
+    ops = set(current["op"])
+    for op, impl in choice.per_op.items():
+        if op not in ops:
+            raise SuiteInputError("--baseline-impl", "op " + did_you_mean(op, ops))
+        of_op = set(current.loc[current["op"] == op, "impl"])
+        if impl not in of_op:
+            raise SuiteInputError("--baseline-impl", f"{op}: " + did_you_mean(impl, of_op))
+    if choice.bare and choice.bare not in set(current["impl"]):
+        raise SuiteInputError("--baseline-impl", did_you_mean(choice.bare, set(current["impl"])))
+    return choice
+
+
+HISTORY_COLUMNS = ["run_id", "run_started", "git_commit", "device_name", "op", "case_id",
+                   "case_group", "impl", "verdict", "known_failure", "time_median_s",
+                   "time_samples_s", "l2_flush"]
+
+
+def read_history(folder: Path) -> list:
+    """(name, frame) per run of a history folder: each entry that is a results file
+    (.parquet, or the journal of an unfinished run) or a folder holding some. Other
+    files are left alone; a folder without any run is bad input."""
+    from suite.results import JOURNAL_SUFFIX, read_results
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise SuiteInputError("--history", f"{folder} is not a folder")
+    runs = []
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            if not (any(entry.rglob("*.parquet")) or any(entry.rglob("*" + JOURNAL_SUFFIX))):
+                continue
+        elif not (entry.name.endswith(".parquet") or entry.name.endswith(JOURNAL_SUFFIX)):
+            continue
+        elif entry.name.endswith(JOURNAL_SUFFIX) and \
+                entry.with_name(entry.name[:-len(JOURNAL_SUFFIX)]).exists():
+            continue  # the journal of a finished run: its parquet file is the run
+        df = read_results([entry], columns=HISTORY_COLUMNS)
+        if len(df):
+            runs.append((entry.name, df))
+    if not runs:
+        raise SuiteInputError("--history", f"{folder} holds no results files or folders")
+    return runs
 
 
 def main(args) -> int:
@@ -47,26 +116,29 @@ def main(args) -> int:
     cap = render.DEFAULT_CAP if args.max_cases is None else args.max_cases
     if cap < 1:
         raise SuiteInputError("--max-cases", f"must be at least 1, got {cap}")
+    output = args.output or Path("report.json" if args.format == "json" else "report.html")
     start = time.monotonic()
     current = read_results(args.results)
     if current.empty:
         raise SuiteInputError(", ".join(map(str, args.results)), "holds no result rows")
     baseline = read_results(args.baseline) if args.baseline else None
-    if args.baseline_impl and args.baseline_impl not in set(current["impl"]):
-        raise SuiteInputError("--baseline-impl",
-                              did_you_mean(args.baseline_impl, set(current["impl"])))
+    choice = baseline_choice(args.baseline_impl, current)
+    history = read_history(args.history) if args.history else ()
     report = render.build(current, baseline,
-                          render.Options(baseline_impl=args.baseline_impl, rule=rule, cap=cap,
-                                         title=args.title),
+                          render.Options(baseline_impl=choice, rule=rule, cap=cap,
+                                         title=args.title, history=tuple(history)),
                           sources=args.results, baseline_sources=args.baseline or ())
     try:
-        path = render.write(report, args.output)
+        path = render.write(report, output, args.format)
     except OSError as e:
-        raise SuiteInputError("--output", f"cannot write {args.output}: {e.strerror or e}") \
+        raise SuiteInputError("--output", f"cannot write {output}: {e.strerror or e}") \
             from None
     size = path.stat().st_size
     print(f"report: {path} ({size / 1e6:.2f} MB, {len(current)} rows, "
           f"{time.monotonic() - start:.1f} s)", file=sys.stderr)
     if report.changes is None and baseline is not None:
         print("note: the baseline shares no items with these results", file=sys.stderr)
+    elif report.changes is not None and report.changes.vacuous:
+        print(f"note: no timed item could be compared with the baseline: "
+              f"{report.changes.vacuous}", file=sys.stderr)
     return 0

@@ -32,10 +32,23 @@ def add_arguments(p) -> None:
                    help="where the float64 golden is computed (default: the run device)")
     g.add_argument("--include-mutants", action="store_true",
                    help="also run the deliberately broken implementations")
+    g.add_argument("--rerun-failed", type=Path, nargs="+", metavar="RESULTS",
+                   help="run exactly the items that failed, raised or timed out in these "
+                        "results (and the unexpected passes), instead of a profile")
+    g = p.add_argument_group("isolation")
+    g.add_argument("--workers", type=int, metavar="N",
+                   help="worker processes running the items (default: one per visible GPU, "
+                        "one on a CPU; 0: in this process, no isolation)")
+    g.add_argument("--item-timeout", type=float, metavar="S",
+                   help="an item still running after S seconds is recorded as timeout and "
+                        "its worker killed (default per profile: smoke and ci 300, gpu 600, "
+                        "perf and nightly 900)")
     g = p.add_argument_group("output")
     g.add_argument("--out", type=Path, default=DEFAULT_RESULTS_DIR, metavar="DIR",
                    help="folder for the results file <run id>.parquet (default results/)")
     g.add_argument("--output", type=Path, metavar="FILE", help="exact results file path")
+    g.add_argument("--force", action="store_true",
+                   help="replace --output when it exists (otherwise refused)")
     g.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
@@ -43,9 +56,11 @@ def check_options(args) -> None:
     """Refuse out-of-range options before anything runs."""
     from suite.cli import at_least
 
-    for name, low in (("repeats", 1), ("samples", 1), ("warmup", 0), ("warmup_ms", 0)):
+    for name, low in (("repeats", 1), ("samples", 1), ("warmup", 0), ("warmup_ms", 0),
+                      ("workers", 0)):
         at_least(args, name, low)
     at_least(args, "max_time", 0, above=True)
+    at_least(args, "item_timeout", 0, above=True)
 
 
 def options(args, device, golden_device):
@@ -57,15 +72,44 @@ def options(args, device, golden_device):
                       l2_flush=args.l2_flush)
 
 
+def pool_options(args, device, profile: str, log_dir: Path):
+    """The run's worker processes: by default one per visible GPU, each pinned to its own
+    (with --workers N, the first N from the run's device on), one on a CPU; None with
+    --workers 0 (items in this process)."""
+    import torch
+
+    from suite.errors import SuiteInputError
+    from suite.workers import PoolOptions, item_timeout
+
+    if device.type == "cuda":
+        count = torch.cuda.device_count()
+        n = count if args.workers is None else args.workers
+        if n > count and not args.no_timing:
+            raise SuiteInputError("--workers", f"{n} workers on {count} GPUs: timings would "
+                                               f"share a GPU (add --no-timing to allow it)")
+        order = [(device.index + i) % count for i in range(count)]
+        devices = tuple(f"cuda:{order[i % count]}" for i in range(max(n, 1)))
+    else:
+        n = 1 if args.workers is None else args.workers
+        devices = ("cpu",)
+    if n == 0:
+        return None
+    threads = max(1, torch.get_num_threads() // n) if device.type == "cpu" and n > 1 else None
+    timeout = args.item_timeout if args.item_timeout is not None else item_timeout(profile)
+    return PoolOptions(workers=n, devices=devices, item_timeout_s=timeout, log_dir=log_dir,
+                       threads=threads)
+
+
 def main(args) -> int:
     from suite import results, roofline, summary
     from suite.driver import Driver, Rows, Tee, count_bad
     from suite.errors import SuiteInputError
     from suite.progress import Progress
+    from suite.rerun import rerun_selection
     from suite.selection import parse_device, select
 
     check_options(args)
-    sel = select(args)
+    sel = rerun_selection(args) if args.rerun_failed else select(args)
     dev, plan = sel.device, sel.plan
     golden_dev = parse_device(args.golden_device, "--golden-device") if args.golden_device \
         else dev
@@ -73,6 +117,10 @@ def main(args) -> int:
         raise SuiteInputError("--profile",
                               f"no cases of profile {sel.profile!r} match the selection")
 
+    if args.output:
+        results.check_writable(args.output, args.force)
+    else:
+        results.check_folder(args.out, "--out")
     ceilings = roofline.load_ceilings(dev)
     if ceilings.copy_gbps is None and not args.no_timing:
         print(f"no copy-bandwidth calibration for {ceilings.device_name} (or one measured "
@@ -81,11 +129,13 @@ def main(args) -> int:
         ceilings = roofline.calibrate(dev)
     run = results.environment(dev, sel.profile)
     out_path = args.output or args.out / f"{run.run_id}.parquet"
+    pool = pool_options(args, dev, sel.profile, out_path.with_name(out_path.name + ".workers"))
+    workers = f", {pool.workers} worker{'s' * (pool.workers > 1)}" if pool else ""
     print(f"run {run.run_id}: profile {sel.profile}, {plan.n_items} items on {dev} "
-          f"({run.device_name}), results -> {out_path}", file=sys.stderr)
-    writer, rows = results.ResultsWriter(out_path), Rows()
+          f"({run.device_name}){workers}, results -> {out_path}", file=sys.stderr)
+    writer, rows = results.ResultsWriter(out_path, overwrite=args.force), Rows()
     progress = Progress(plan.n_items, args.quiet)
-    driver = Driver(options(args, dev, golden_dev), run, ceilings)
+    driver = Driver(options(args, dev, golden_dev), run, ceilings, pool)
     try:
         driver.run(plan, Tee(writer, rows, progress))
     except KeyboardInterrupt:

@@ -7,6 +7,7 @@ file, the key (and the sweep or case where there is one) and says what is wrong.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import textwrap
 from pathlib import Path
@@ -541,3 +542,122 @@ def test_distinct_float_values_get_distinct_ids(tmp_path):
     p = write(tmp_path, HEAD + sweep("x_scale = [2.0000001, 2.0000002, 0.5]\n"))
     ids = [c.id for c in load_file(p)]
     assert len(set(ids)) == 3, ids
+
+
+# ------------------------------------------------------------------ bad input (issue 24)
+
+def test_file_not_utf8_is_named(tmp_path):
+    p = tmp_path / "latin1.toml"
+    p.write_bytes((HEAD + sweep(name="caf\xe9")).encode("latin-1"))
+    e = load_error(p, "not UTF-8 text", "byte 0xe9")
+    assert e.where == str(p)
+
+
+def test_integer_of_more_than_4300_digits_is_not_a_traceback(tmp_path):
+    p = write(tmp_path, HEAD + sweep(f"seqlen = {'9' * 5000}\n", name="wide"))
+    load_error(p, "not valid TOML")
+
+
+@pytest.mark.parametrize("body, key, what", [
+    (f"seqlen = {2**63}\n", "seqlen", f"{2**63} does not fit a 64-bit integer"),
+    (f"seqlen = [4, {2**64}]\n", "seqlen", f"{2**64} does not fit a 64-bit integer"),
+    (f"x_scale = {-2**63 - 1}\n", "x_scale", "does not fit a 64-bit integer"),
+    (f"seqlen = 64\nchunks = [1, {2**70}]\n", "chunks", f"element {2**70} does not fit"),
+    (f"seqlen = {'9' * 400}\n", "seqlen", "an integer of 1329 bits does not fit"),
+    (f"width = [2, 3]\nexclude = [{{width = {2**63}}}]\n", "exclude", "does not fit"),
+    (f"seed = {2**63}\n", "seed", "does not fit a 64-bit integer"),
+], ids=["int", "in-a-sweep", "float-kind", "int-list-element", "400-digits", "exclude",
+        "seed"])
+def test_integer_outside_int64(tmp_path, body, key, what):
+    p = write(tmp_path, HEAD + sweep(body, name="wide"))
+    load_error(p, 'sweep "wide"', f'key "{key}"', what)
+
+
+def test_int64_bounds_are_accepted_by_the_param_check():
+    seqlen, scale = SPEC.params.by_name["seqlen"], SPEC.params.by_name["x_scale"]
+    assert seqlen.check(2**63 - 1) is None
+    assert scale.check(-(2**63)) is not None  # below the minimum, not "does not fit"
+    assert "does not fit" not in scale.check(-(2**63))
+
+
+def test_integer_in_defaults_outside_int64(tmp_path):
+    p = write(tmp_path, HEAD + f"[defaults]\nbatch = {2**63}\n" + sweep())
+    load_error(p, "defaults", 'key "batch"', "does not fit a 64-bit integer")
+
+
+def _count_check_case(monkeypatch) -> list:
+    """Records every combination the loader expands (spec.check_case sees each one)."""
+    seen = []
+
+    def counting(values):
+        seen.append(dict(values))
+        return SPEC.check_case(values)
+
+    monkeypatch.setitem(registry._OPS, OP, dataclasses.replace(SPEC, check_case=counting))
+    return seen
+
+
+def _huge(n_batches: int) -> str:
+    return sweep(f"batch = {list(range(1, n_batches + 1))}\ndim = {list(range(1, 101))}\n"
+                 f"seqlen = {list(range(1, 101))}\n", name="huge")
+
+
+def test_sweep_above_the_limit_is_refused_before_expansion(tmp_path, monkeypatch):
+    seen = _count_check_case(monkeypatch)
+    p = write(tmp_path, HEAD + sweep("width = 2\n", name="fine") + _huge(300))
+    load_error(p, 'sweep "huge"', "3,000,000 combinations", "100,000", "--allow-large")
+    assert seen == []
+
+
+def test_sweep_size_counts_before_exclusions(tmp_path):
+    p = write(tmp_path, HEAD + sweep('width = [2, 3, 4]\nseqlen = [1, 7]\n'
+                                     'exclude = [{width = 2}, {width = 3}]\n', name="ex"))
+    with pytest.raises(SuiteInputError) as info:
+        load_file(p, max_sweep=5)
+    assert "6 combinations" in info.value.what and "more than 5" in info.value.what
+    assert len(load_file(p, max_sweep=6)) == 2
+    assert len(load_cases([p], max_sweep=None)) == 2
+
+
+def test_sweep_limit_default_and_none(tmp_path):
+    assert cases_mod.MAX_SWEEP == 100_000
+    p = write(tmp_path, HEAD + sweep("batch = [1, 2]\nwidth = [2, 3, 4]\n"))
+    with pytest.raises(SuiteInputError, match="6 combinations"):
+        load_cases([p], max_sweep=4)
+    assert len(load_cases([p], max_sweep=None)) == 6
+
+
+def test_sweeps_of_other_profiles_are_not_expanded(tmp_path, monkeypatch):
+    # the gpu sweep would be refused (an impossible combination) if it were expanded
+    p = write(tmp_path, HEAD + sweep("width = [2, 3]\n", name="sm", tags='["smoke"]')
+              + sweep("seqlen = 8\nchunks = [[4, 4], [2]]\n", name="g", tags='["gpu"]'))
+    seen = _count_check_case(monkeypatch)
+    got = load_cases([p], profile="ci")  # ci includes smoke
+    assert {c.group for c in got} == {"sm"} and len(got) == 2
+    assert len(seen) == 2
+    with pytest.raises(SuiteInputError, match='sweep "g"'):
+        load_cases([p], profile="gpu")
+    with pytest.raises(SuiteInputError, match='sweep "g"'):
+        load_cases([p])
+
+
+def test_profile_skip_follows_profile_includes(tmp_path, monkeypatch):
+    p = _profile_file(tmp_path)
+    seen = _count_check_case(monkeypatch)
+    assert {c.group for c in load_cases([p], profile="nightly")} == {"sm", "ci", "gpu", "both"}
+    assert len(seen) == 4  # perf was not expanded
+    seen.clear()
+    assert {c.group for c in load_file(p, profile="smoke")} == {"sm"}
+    assert len(seen) == 1
+
+
+def test_entries_of_other_profiles_are_still_validated(tmp_path):
+    p = write(tmp_path, HEAD + sweep(name="sm") + sweep("widht = 3\n", name="g", tags='["gpu"]'))
+    with pytest.raises(SuiteInputError, match='sweep "g", key "widht"'):
+        load_cases([p], profile="smoke")
+
+
+def test_file_whose_cases_are_all_in_other_profiles_defines_cases(tmp_path):
+    p = write(tmp_path, HEAD + sweep(name="g", tags='["gpu"]'))
+    assert load_cases([p], profile="smoke") == []
+    assert len(load_file(p)) == 1

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from suite import results
+from suite.cases import PROFILES, load_cases
 from suite.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +35,8 @@ def _one_line_error(capsys, *needles):
     (["run", "--warmup", "-1"], ["--warmup", "at least 0, got -1"]),
     (["run", "--warmup-ms", "-0.5"], ["--warmup-ms", "at least 0, got -0.5"]),
     (["run", "--max-time", "0"], ["--max-time", "above 0, got 0"]),
-    (["run", "--case", "no-such-case-id"], ["no cases"]),
+    (["run", "--case", "no-such-case-id"], ["--case", "no case id of profile",
+                                             "'no-such-case-id'"]),
 ])
 def test_bad_names_exit_2_with_one_line(argv, needles, capsys, tmp_path):
     assert main(argv + ["--out", str(tmp_path)]) == 2
@@ -91,7 +93,7 @@ def test_run_writes_parquet_and_prints_a_summary(capsys, tmp_path):
 
 def test_raising_implementation_is_recorded_and_the_run_continues(capsys, tmp_path):
     out = tmp_path / "r.parquet"
-    code = main(["run", "--profile", "ci", *SMALL, "--impl",
+    code = main(["run", "--profile", "ci", *SMALL, "--op", "causal_conv1d", "--impl",
                  "tests.helpers:raising,torch_ref", "--output", str(out)])
     assert code == 1
     df = results.read_results([out])
@@ -104,7 +106,8 @@ def test_raising_implementation_is_recorded_and_the_run_continues(capsys, tmp_pa
 def test_ctrl_c_keeps_finished_items(capsys, tmp_path):
     out = tmp_path / "r.parquet"
     code = main(["run", "--profile", "ci", *SMALL, "--impl",
-                 "tests.helpers:interrupt_on_third_call", "--output", str(out)])
+                 "causal_conv1d=tests.helpers:interrupt_on_third_call", "--output", str(out),
+                 "--workers", "0"])  # in this process: the Ctrl-C reaches the run itself
     assert code == 130
     assert "interrupted: 2 finished items kept" in capsys.readouterr().err
     df = results.read_results([out])
@@ -144,3 +147,187 @@ def test_prebuild_builds_the_chosen_op_and_names_bad_choices(capsys, monkeypatch
     assert main(["prebuild", "--op", "softmax", "--impl", "ln_a"]) == 2
     _one_line_error(capsys, "--impl", "no implementation of softmax with a build", "ln_a")
     assert built == ["ln_a"]
+
+
+# ------------------------------------------------------------------ bad input (issue 24)
+
+@pytest.mark.parametrize("argv, needles", [
+    (["run", "--max-time", "nan"], ["--max-time", "must be a finite number, got nan"]),
+    (["run", "--max-time", "inf"], ["--max-time", "finite number, got inf"]),
+    (["run", "--warmup-ms", "nan"], ["--warmup-ms", "finite number, got nan"]),
+    (["run", "--warmup-ms", "inf"], ["--warmup-ms", "finite number, got inf"]),
+    (["run", "--item-timeout", "nan"], ["--item-timeout", "finite number, got nan"]),
+    (["run", "--item-timeout=-inf"], ["--item-timeout", "finite number, got -inf"]),
+])
+def test_non_finite_numbers_exit_2(argv, needles, capsys, tmp_path):
+    assert main(argv + ["--out", str(tmp_path)]) == 2
+    _one_line_error(capsys, *needles)
+    assert not list(tmp_path.iterdir())
+
+
+def test_at_least_refuses_nan_where_comparisons_would_let_it_through():
+    import argparse
+
+    from suite.cli import at_least
+    from suite.errors import SuiteInputError
+
+    for above in (False, True):
+        with pytest.raises(SuiteInputError, match="finite"):
+            at_least(argparse.Namespace(x=float("nan")), "x", 0, above=above)
+    at_least(argparse.Namespace(x=2**70), "x", 0)  # a huge int is finite: no overflow
+
+
+def test_case_matching_nothing_blames_case_not_profile(capsys, tmp_path):
+    assert main(["run", "--profile", "ci", "--op", "softmax", "--case", "causal_conv1d/bias/",
+                 "--case", "zz", "--out", str(tmp_path)]) == 2
+    _one_line_error(capsys, "error: --case:", "profile ci and op softmax",
+                    "'causal_conv1d/bias/' or 'zz'")
+    assert not list(tmp_path.iterdir())
+
+
+def test_profile_without_cases_still_blames_profile(capsys, tmp_path):
+    f = tmp_path / "perf_only.toml"
+    f.write_text('op = "softmax"\n[[case]]\nname = "p"\ntags = ["perf"]\n')
+    assert main(["run", "--cases", str(f), "--profile", "smoke", "--case", "softmax/p/",
+                 "--out", str(tmp_path / "out")]) == 2
+    _one_line_error(capsys, "error: --profile:", "'smoke'")
+
+
+def _big_sweep(tmp_path, values: int):
+    f = tmp_path / "big.toml"
+    f.write_text('op = "softmax"\n[[sweep]]\nname = "huge"\ntags = ["smoke"]\n'
+                 f"rows = {list(range(1, values + 1))}\nlength = {list(range(1, 101))}\n"
+                 f"logit_scale = [1.0, 2.0, 4.0]\n")
+    return f
+
+
+def test_huge_sweep_refused_before_expansion(capsys, tmp_path):
+    f = _big_sweep(tmp_path, 10_000)  # 3,000,000 combinations
+    assert main(["list", "--cases", str(f)]) == 2
+    _one_line_error(capsys, "big.toml", 'sweep "huge"', "3,000,000 combinations",
+                    "100,000", "--allow-large")
+    assert main(["run", "--cases", str(f), "--out", str(tmp_path / "out")]) == 2
+    _one_line_error(capsys, 'sweep "huge"', "3,000,000")
+
+
+def test_allow_large_lifts_the_sweep_limit(capsys, tmp_path, monkeypatch):
+    from suite import cases as cases_mod
+
+    monkeypatch.setattr(cases_mod, "MAX_SWEEP", 299)
+    f = _big_sweep(tmp_path, 1)  # 300 combinations
+    assert main(["list", "--cases", str(f), "--op", "softmax"]) == 2
+    _one_line_error(capsys, 'sweep "huge"', "300 combinations", "more than 299")
+    assert main(["list", "--cases", str(f), "--op", "softmax", "--allow-large"]) == 0
+    assert "      300" in capsys.readouterr().out
+
+
+def test_allow_large_help_states_the_loader_limit():
+    from suite.cases import MAX_SWEEP
+
+    r = subprocess.run([sys.executable, "-m", "suite", "list", "--help"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert f"more than {MAX_SWEEP:,} combinations" in " ".join(r.stdout.split())
+
+
+def test_list_honours_impl(capsys):
+    assert main(["list", "--device", "cpu", "--op", "softmax", "--impl", "torch_ref"]) == 0
+    out = capsys.readouterr().out
+    listed = [line.split()[0] for line in out.split("implementations", 1)[1].splitlines()[1:]
+              if line.strip()]
+    assert listed == ["softmax/torch_ref"]
+    assert main(["list", "--impl", "torch_reff"]) == 2
+    _one_line_error(capsys, "--impl", "'torch_reff' is not one of", "torch_ref")
+
+
+def expected_all(op: str) -> list:
+    """The case counts of `op` per profile, every case of the repository counted."""
+    return [str(sum(c.op == op and c.in_profile(p) for c in load_cases())) for p in PROFILES]
+
+
+def test_list_honours_case(capsys):
+    assert main(["list", "--device", "cpu", "--case", "causal_conv1d/bias/", "--ids",
+                 "--profile", "ci"]) == 0
+    out = capsys.readouterr().out
+    counts = out.split("cases per profile", 1)[1].split("implementations", 1)[0]
+    rows = [line.split() for line in counts.splitlines()[2:] if line.strip()]
+    bias = [c for c in load_cases() if c.id.startswith("causal_conv1d/bias/")]
+    expected = [str(sum(c.in_profile(p) for c in bias)) for p in PROFILES]
+    assert rows == [["causal_conv1d", *expected]], counts
+    assert rows != [["causal_conv1d", *expected_all("causal_conv1d")]]
+    ids = out.split("case ids in profile ci:", 1)[1].split()
+    assert len(ids) == 8 and all(i.startswith("causal_conv1d/bias/") for i in ids)
+    assert main(["list", "--case", "no-such-id"]) == 2
+    _one_line_error(capsys, "--case", "'no-such-id'")
+
+
+def _module(tmp_path, monkeypatch, name: str, source: str) -> str:
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return name
+
+
+@pytest.mark.parametrize("source, needles", [
+    ("x = 1 / 0\n", ["ZeroDivisionError", "division by zero"]),
+    ("def f(:\n", ["SyntaxError"]),
+    ("raise RuntimeError('line one\\nline two')\n", ["RuntimeError", "line one line two"]),
+    ("import sys\nsys.exit(3)\n", ["SystemExit"]),
+], ids=["zero-division", "syntax", "multi-line-message", "sys-exit"])
+def test_impl_module_failing_at_import_is_one_line(source, needles, capsys, tmp_path,
+                                                    monkeypatch):
+    mod = _module(tmp_path, monkeypatch, f"bad_impl_{abs(hash(source))}", source)
+    assert main(["run", "--op", "softmax", "--impl", f"{mod}:fn",
+                 "--out", str(tmp_path / "out")]) == 2
+    _one_line_error(capsys, "--impl", f"'{mod}:fn' cannot be imported", *needles)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("impl, needles", [
+    ("tests.helpers:raising", ["'tests.helpers:raising' does not say which op",
+                               "write OP=tests.helpers:raising",
+                               "causal_conv1d, layer_norm, softmax", "or give --op"]),
+    ("softmx=tests.helpers:raising", ["'softmx' is not one of", "softmax"]),
+    ("softmax=tests.helpers:layer_norm_only", ["registered as an implementation of "
+                                               "layer_norm, not softmax"]),
+])
+def test_external_impl_must_say_its_op(impl, needles, capsys, tmp_path):
+    assert main(["run", "--impl", impl, "--out", str(tmp_path)]) == 2
+    _one_line_error(capsys, "--impl", *needles)
+    assert not list(tmp_path.iterdir())
+
+
+def test_op_and_impl_op_must_agree(capsys, tmp_path):
+    for impl in ("softmax=tests.helpers:raising", "tests.helpers:layer_norm_only"):
+        assert main(["run", "--op", "causal_conv1d", "--impl", impl, "--out",
+                     str(tmp_path)]) == 2
+        _one_line_error(capsys, "--impl", "not --op causal_conv1d")
+
+
+def _plan(*argv):
+    from suite.cli import build_parser
+    from suite.selection import select
+
+    return select(build_parser().parse_args(["run", "--device", "cpu", *argv])).plan
+
+
+def test_external_impl_runs_on_its_own_op_only():
+    plan = _plan("--profile", "ci", "--impl", "softmax=tests.helpers:raising,"
+                 "tests.helpers:layer_norm_only,torch_ref")
+    by_op = {}
+    for entry in plan:
+        by_op.setdefault(entry.spec.name, set()).update(
+            (i.name, i.origin) for i in entry.impls)
+    assert by_op["softmax"] == {("tests.helpers:raising", "softmax=tests.helpers:raising"),
+                                ("torch_ref", "")}
+    assert by_op["layer_norm"] == {
+        ("tests_layer_norm_only", "layer_norm=tests.helpers:layer_norm_only"),
+        ("torch_ref", "")}
+    assert by_op["causal_conv1d"] == {("torch_ref", "")}
+
+
+def test_plain_external_impl_takes_the_op_of_op():
+    plan = _plan("--profile", "ci", "--op", "softmax", "--impl", "tests.helpers:raising")
+    impls = {(i.op, i.name, i.origin): i for e in plan for i in e.impls}
+    assert plan.ops() == ["softmax"] and len(impls) == 1
+    (impl,) = impls.values()
+    assert (impl.op, impl.kind, impl.origin) == ("softmax", "external",
+                                                 "softmax=tests.helpers:raising")

@@ -174,7 +174,10 @@ def test_new_fixed_disappeared_and_new_cases_are_listed_separately():
                 ("g/u", "k"): "error"})
     c = compare(base, cur)
     assert [(v.case_id, v.before, v.after) for v in c.new_failures] == [
-        ("g/a", "pass", "fail"), ("g/u", "unsupported", "error"), ("g/newbad", None, "error")]
+        ("g/a", "pass", "fail"), ("g/u", "unsupported", "error")]
+    # a new case that fails is listed apart from the cases that failed anew (issue 24)
+    assert [(v.case_id, v.before, v.after) for v in c.failing_new_cases] == [
+        ("g/newbad", None, "error")]
     assert [(v.case_id, v.before, v.after) for v in c.fixed_failures] == [("g/b", "fail",
                                                                           "pass")]
     assert [p.case_id for p in c.disappeared] == ["g/gone"]
@@ -233,3 +236,158 @@ def test_bad_verdicts_are_suite_verdicts():
     values = {v.value for v in Verdict}
     assert regression.BAD_VERDICTS <= values
     assert set(VERDICTS) == values
+
+
+# -- known failures, unexpected passes, failing new cases (issue 24) ------------------------
+
+DECLARED = "padding ids are treated as an ordinary sequence id"
+
+
+def _declare(df: pd.DataFrame, cases, why=DECLARED) -> pd.DataFrame:
+    df = df.copy()
+    df["known_failure"] = [why if c in cases else None for c in df["case_id"]]
+    return df
+
+
+def test_known_failures_are_expected_and_unexpected_passes_fail_the_gate():
+    s = [1.0, 1.1, 1.2]
+    items = ["g/kf", "g/xp", "g/dropped", "g/stale", "g/fixed"]
+    base = _declare(_run({(c, "k"): s for c in items},
+                         {("g/dropped", "k"): "fail", ("g/stale", "k"): "fail",
+                          ("g/fixed", "k"): "fail"}),
+                    {"g/dropped", "g/stale", "g/fixed"})
+    cur = _declare(_run({**{(c, "k"): s for c in items}, ("g/newkf", "k"): s},
+                        {("g/kf", "k"): "fail", ("g/dropped", "k"): "error",
+                         ("g/newkf", "k"): "timeout"}),
+                   {"g/kf", "g/xp", "g/newkf", "g/stale"})
+    c = compare(base, cur)
+    # declared and failing: expected, whether the case is new or passed before
+    assert [(k.case_id, k.before, k.verdict) for k in c.known_failures] == [
+        ("g/kf", "pass", "fail"), ("g/newkf", None, "timeout")]
+    assert c.known_failures[0].known_failure == DECLARED
+    # declared and passing: unexpected passes, whether it failed before or not
+    assert [(k.case_id, k.before) for k in c.unexpected_passes] == [("g/stale", "fail"),
+                                                                    ("g/xp", "pass")]
+    # failed as declared before, fails undeclared now: a new failure
+    assert [(v.case_id, v.before, v.after) for v in c.new_failures] == [
+        ("g/dropped", "fail", "error")]
+    assert [v.case_id for v in c.fixed_failures] == ["g/fixed"]  # the stale one is not fixed
+    assert not c.failing_new_cases and c.gate_failed
+
+
+def test_only_known_failures_keep_the_gate_open():
+    s = [1.0, 1.1, 1.2, 1.3, 1.4]
+    base = _run({("g/a", "k"): s, ("g/b", "k"): s})
+    cur = _declare(_run({("g/a", "k"): s, ("g/b", "k"): s, ("g/new", "k"): s},
+                        {("g/a", "k"): "fail", ("g/new", "k"): "fail"}), {"g/a", "g/new"})
+    c = compare(base, cur)
+    assert len(c.known_failures) == 2 and not c.new_failures and not c.failing_new_cases
+    assert not c.gate_failed and c.exit_code() == 0
+    # the same failures undeclared: a new failure and a failing new case, listed apart
+    c = compare(base, cur.assign(known_failure=None))
+    assert [v.case_id for v in c.new_failures] == ["g/a"]
+    assert [v.case_id for v in c.failing_new_cases] == ["g/new"]
+    assert c.gate_failed and c.exit_code() == 1
+
+
+# -- the gate cannot pass vacuously ----------------------------------------------------------
+
+def test_a_comparison_without_timed_items_says_why_and_exits_3():
+    s = [1.0, 1.01, 1.02, 1.03, 1.04]
+    a, b = _run({("g/a", "k"): s}), _run({("g/b", "k"): s})
+    c = compare(a, b)
+    assert c.exit_code() == regression.EXIT_NOT_COMPARED == 3
+    assert c.vacuous_reason == "the runs share no (op, case, implementation)"
+    # failing new cases do not turn an unrelated baseline into a regression
+    assert compare(a, _run({("g/b", "k"): s}, {("g/b", "k"): "fail"})).exit_code() == 3
+
+    untimed = compare(_run({("g/a", "k"): None}), _run({("g/a", "k"): None}))
+    assert untimed.exit_code() == 3 and "was timed in both" in untimed.vacuous_reason
+    assert untimed.exit_code(allow_untimed=True) == 0
+    # a verdict failure still exits 1 first
+    failing = compare(_run({("g/a", "k"): None}),
+                      _run({("g/a", "k"): None}, {("g/a", "k"): "fail"}))
+    assert failing.exit_code() == 1
+
+    flush = compare(a.assign(l2_flush="dirty"), a.assign(l2_flush="clean"))
+    assert flush.exit_code() == 3 and flush.n_flush_differs == 1
+    assert "1 after different L2 flushes (dirty -> clean)" in flush.vacuous_reason
+    device = compare(a, a.assign(device_name="NVIDIA A100"))
+    assert device.exit_code() == 3 and device.n_device_differs == 1 and device.n_timed == 0
+    assert "1 on different devices (dev -> NVIDIA A100)" in device.vacuous_reason
+    same = compare(a, a.copy())
+    assert same.exit_code() == 0 and same.vacuous_reason is None
+
+
+def test_timings_on_another_device_are_not_compared():
+    slow, fast = [1.0, 1.01, 1.02, 1.03, 1.04], [0.5, 0.51, 0.52, 0.53, 0.54]
+    base = _run({("g/a", "k"): slow, ("g/b", "k"): slow})
+    cur = _run({("g/a", "k"): fast, ("g/b", "k"): fast})
+    cur.loc[cur.case_id == "g/a", "device_name"] = "other"
+    c = compare(base, cur)
+    assert c.n_timed == 1 and c.n_device_differs == 1 and c.n_timed_both == 2
+    assert [t.case_id for t in c.improvements] == ["g/b"]
+    assert c.device_pairs == ("dev -> other",)
+
+
+def test_every_compared_item_has_its_ratio_and_p_flagged_ones_first():
+    rng = random.Random(5)
+    samples = {(f"g/c{i}", "k"): _samples(rng, 1e-3, 0.01) for i in range(6)}
+    cur = dict(samples)
+    cur[("g/c4", "k")] = [x * 1.5 for x in samples[("g/c4", "k")]]  # regression
+    cur[("g/c1", "k")] = [x * 0.6 for x in samples[("g/c1", "k")]]  # improvement
+    cur[("g/c2", "k")] = [x * 1.03 for x in samples[("g/c2", "k")]]  # inside the factor
+    c = compare(_run(samples), _run(cur))
+    assert len(c.compared) == c.n_timed == 6
+    assert [(t.case_id, t.change) for t in c.compared[:3]] == [
+        ("g/c4", Change.REGRESSION), ("g/c1", Change.IMPROVEMENT), ("g/c2", Change.UNCHANGED)]
+    for t in c.compared:
+        want = mann_whitney_u(cur[(t.case_id, "k")], samples[(t.case_id, "k")]).p
+        assert t.p == pytest.approx(want)
+    assert c.compared[2].p < 0.01 and not c.compared[2].flagged  # significant, within x1.1
+    assert [t.case_id for t in c.timing] == ["g/c1", "g/c4"]  # beyond the factor, as before
+
+
+# -- steps over many runs --------------------------------------------------------------------
+
+def _series(rng, medians, n=20, noise=0.01):
+    return [[m * (1 + rng.gauss(0, noise)) for _ in range(n)] for m in medians]
+
+
+def _steps(medians, rule=Rule(), samples=None, seed=0):
+    samples = _series(random.Random(seed), medians) if samples is None else samples
+    meds = [sorted(s)[len(s) // 2] if s else m for s, m in zip(samples, medians)]
+    return regression.detect_steps(meds, samples, rule)
+
+
+def test_one_step_is_found_where_it_happens():
+    steps = _steps([1.0] * 8 + [1.3] * 6)
+    assert [s.index for s in steps] == [8]
+    assert steps[0].ratio == pytest.approx(1.3, rel=0.02) and steps[0].slower
+    assert steps[0].p < 1e-10
+
+
+def test_a_step_up_and_back_down_are_two_steps():
+    steps = _steps([1.0] * 5 + [2.0] * 5 + [1.0] * 5)
+    assert [(s.index, s.slower) for s in steps] == [(5, True), (10, False)]
+
+
+def test_noise_and_a_single_outlier_inside_the_series_are_no_step():
+    rng = random.Random(7)
+    night = [1 + rng.gauss(0, 0.02) for _ in range(20)]  # run-to-run noise within x1.1
+    assert _steps(night) == []
+    blip = [1.0] * 6 + [1.6] + [1.0] * 6
+    assert _steps(blip) == []
+    # one at the end may be the start of a step: tonight's run is flagged
+    assert [s.index for s in _steps([1.0] * 12 + [1.6])] == [12]
+
+
+def test_steps_need_significance_and_the_factor():
+    # three samples a run cannot reach p < 0.01 with one run after the step
+    few = _series(random.Random(1), [1.0, 1.0, 1.5], n=1)
+    assert regression.detect_steps([s[0] for s in few], few) == []
+    assert _steps([1.0] * 6 + [1.05] * 6) == []  # inside the factor
+    assert [s.index for s in _steps([1.0] * 6 + [1.05] * 6, Rule(factor=1.02))] == [6]
+    # without samples the medians alone decide
+    assert [s.index for s in regression.detect_steps([1, 1, 1, 2, 2], [[]] * 5)] == [3]
+    assert regression.detect_steps([1.0], [[1.0]]) == []

@@ -111,10 +111,16 @@ def test_compare_and_report_skip_timings_after_another_flush(tmp_path, capsys):
     df["l2_flush"] = df["l2_flush"].where(df["l2_flush"].isna(), "clean")
     timed = int(df["l2_flush"].notna().sum())
     other = write(df, tmp_path / "clean.parquet")
-    assert main(["compare", str(PERF), str(other)]) == 0  # the planted slowdown is not read
+    # the planted slowdown is not read; and as no timed item is left to compare, the gate
+    # says so with exit 3 instead of passing (issue 24: it was 0, "result: ok")
+    assert main(["compare", str(PERF), str(other)]) == 3
     out = capsys.readouterr().out
     assert f"not compared: {timed} items timed in both runs after different L2 flushes" in out
     assert "REGRESSIONS (0)" in out and "l2_flush: " in out
+    assert out.strip().splitlines()[-1] == (
+        f"result: NOT COMPARED (exit 3): no timed item could be compared: of the {timed} "
+        f"items timed in both runs, {timed} after different L2 flushes (dirty -> clean): "
+        f"timings are compared on one device after one kind of flush only")
     html = tmp_path / "r.html"
     assert main(["report", str(other), "--baseline", str(PERF), "--output", str(html)]) == 0
     assert f"{timed} items were timed after another kind of L2 flush" in html.read_text()
@@ -141,9 +147,13 @@ def test_compare_flags_a_new_failure_and_not_a_small_change(tmp_path, capsys):
     assert "REGRESSIONS (1):" in capsys.readouterr().out
 
 
-def test_compare_without_common_items_is_bad_input(capsys):
-    assert main(["compare", str(GPU), str(PERF)]) == 2
-    one_line_error(capsys, "shares no (op, case, implementation)")
+def test_compare_without_common_items_compares_nothing(capsys):
+    # exit 3, not 2 (issue 24): the inputs are fine, the gate just has nothing to look at
+    assert main(["compare", str(GPU), str(PERF)]) == 3
+    out = capsys.readouterr().out
+    assert out.strip().splitlines()[-1] == ("result: NOT COMPARED (exit 3): no timed item "
+                                            "could be compared: the runs share no (op, case, "
+                                            "implementation)")
 
 
 @pytest.mark.parametrize("argv, needles", [
@@ -154,3 +164,127 @@ def test_compare_without_common_items_is_bad_input(capsys):
 def test_compare_bad_input_is_one_line(argv, needles, capsys):
     assert main(argv) == 2
     one_line_error(capsys, *needles)
+
+
+# -- known failures, formats, exit 3 (issue 24) ---------------------------------------------
+
+def dao_runs(tmp_path, unexpected_pass=False):
+    """Baseline: the gpu run; current: the same plus Dao's adapters, whose padding cases
+    fail as declared (one of them passing, on request)."""
+    from tests.reports.test_report_known import with_dao
+
+    gpu = read_results([GPU])
+    cur = with_dao(gpu)
+    if unexpected_pass:
+        pad = cur.index[cur["case_id"].str.contains("-pack-padding") & (cur["impl"] == "dao")]
+        cur.loc[pad[0], ["verdict", "failure_kind", "reason"]] = ["pass", None, ""]
+    return write(cur, tmp_path / "cur.parquet")
+
+
+def test_compare_expects_known_failures_and_fails_on_an_unexpected_pass(tmp_path, capsys):
+    cur = dao_runs(tmp_path)
+    assert main(["compare", str(GPU), str(cur)]) == 0
+    out = capsys.readouterr().out
+    assert "NEW FAILURES (0)" in out and "FAILING NEW CASES (0)" in out
+    assert "known failures (expected) (2):" in out and "causal_conv1d [dao]: 13 items" in out
+    assert out.strip().splitlines()[-1] == ("result: ok (no regressions, no new failures); "
+                                            "26 known failures (expected)")
+    (tmp_path / "x").mkdir()
+    xpass = dao_runs(tmp_path / "x", unexpected_pass=True)
+    assert main(["compare", str(GPU), str(xpass)]) == 1
+    out = capsys.readouterr().out
+    assert "UNEXPECTED PASSES (1):" in out
+    assert "result: REGRESSED (0 regressions, 0 new failures, 0 failing new cases, " \
+           "1 unexpected pass); 25 known failures (expected)" in out
+
+
+def test_compare_json_csv_and_markdown(tmp_path, capsys):
+    import csv
+    import io
+    import json
+
+    path, case, impl = planted(tmp_path)
+    assert main(["compare", str(PERF), str(path), "--format", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["result"] == "regressed" and doc["exit_code"] == 1 and doc["reason"] is None
+    assert doc["counts"]["regressions"] == 1 and doc["counts"]["timed"] == 38
+    timings = [r for r in doc["items"] if "ratio" in r]
+    assert len(timings) == 38  # every compared item, not only the flagged ones
+    assert (timings[0]["case_id"], timings[0]["impl"], timings[0]["category"]) == \
+        (case, impl, "regression")
+    assert timings[0]["ratio"] == pytest.approx(1.3)
+    assert doc["baseline"]["run_ids"] and doc["current"]["device_name"] == ["NVIDIA H200"]
+
+    assert main(["compare", str(PERF), str(path), "--format", "csv"]) == 1
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == 38 and rows[0]["category"] == "regression"
+    assert float(rows[0]["ratio"]) == pytest.approx(1.3) and rows[0]["case_id"] == case
+    assert {r["category"] for r in rows[1:]} == {"unchanged"}
+
+    assert main(["compare", str(PERF), str(path), "--format", "markdown"]) == 1
+    md = capsys.readouterr().out
+    assert md.startswith("## Compare: REGRESSED") and "### Regressions (1)" in md
+    assert f"`{case}`" in md and "| regressions | 1 |" in md
+
+
+def test_compare_machine_formats_say_why_nothing_was_compared(tmp_path, capsys):
+    import json
+
+    df = read_results([PERF]).assign(l2_flush="clean")
+    other = write(df, tmp_path / "clean.parquet")
+    assert main(["compare", str(PERF), str(other), "--format", "json"]) == 3
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert doc["result"] == "not_compared" and doc["exit_code"] == 3
+    assert "different L2 flushes" in doc["reason"]
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("compare: NOT COMPARED (exit 3)")
+
+
+def test_compare_of_untimed_runs_exits_3_unless_allowed(tmp_path, capsys):
+    df = read_results([PERF]).assign(time_samples_s=None, time_median_s=None)
+    untimed = write(df, tmp_path / "untimed.parquet")
+    assert main(["compare", str(untimed), str(untimed)]) == 3
+    assert "was timed in both" in capsys.readouterr().out
+    assert main(["compare", str(untimed), str(untimed), "--allow-untimed"]) == 0
+    assert "no timings compared (--allow-untimed)" in capsys.readouterr().out
+
+
+def test_compare_help_names_the_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    out = capsys.readouterr().out
+    for line in ("0  ok", "1  regressed", "2  bad input", "3  nothing compared"):
+        assert line in out, line
+    assert "--format {text,json,csv,markdown}" in out
+
+
+def test_report_json_format(tmp_path, capsys):
+    import json
+
+    path, case, impl = planted(tmp_path)
+    out = tmp_path / "r.json"
+    assert main(["report", str(path), "--baseline", str(PERF), "--format", "json",
+                 "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "bwd-suite-report" and doc["changes"]["gate_failed"] is True
+    assert doc["changes"]["ratios"]["n_total"] == 38
+    assert doc["summary"]["total"]["items"] == 38
+
+
+@pytest.mark.parametrize("value, needles", [
+    ("softmax=liger", ["--baseline-impl", "op 'softmax'", "causal_conv1d"]),
+    ("causal_conv1d=liger", ["--baseline-impl", "causal_conv1d: 'liger'", "torch_tiled"]),
+    ("a,b", ["--baseline-impl", "two bare names"]),
+])
+def test_report_baseline_impl_per_op_bad_input(value, needles, tmp_path, capsys):
+    assert main(["report", str(PERF), "--baseline-impl", value, "-o",
+                 str(tmp_path / "r.html")]) == 2
+    one_line_error(capsys, *needles)
+
+
+def test_report_baseline_impl_per_op(tmp_path):
+    out = tmp_path / "r.html"
+    assert main(["report", str(PERF), "--baseline-impl", "causal_conv1d=torch_tiled",
+                 "-o", str(out)]) == 0
+    assert 'data-baseline="torch_tiled"' in out.read_text()

@@ -1,0 +1,74 @@
+"""Known failures (expected): the failing items whose implementation declares the failure
+(`known_failure`, e.g. Dao's documented padding behaviour), grouped by op, implementation
+and declared reason. They are listed apart from the failures: they neither count as new
+failures nor turn the page's banner red. Declared items that passed are unexpected
+passes, shown in the summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reports.items import Items, case_label
+
+MAX_PER_GROUP = 200  # items listed per group; the count is complete
+
+
+@dataclass(frozen=True)
+class Item:
+    op: str
+    case_id: str
+    label: str
+    impl: str
+    verdict: str
+    failure_kind: str
+    reason: str
+    href: str  # the item's detail row ("" when the item is not listed)
+
+
+@dataclass(frozen=True)
+class Group:
+    op: str
+    impl: str
+    declared: str  # the known_failure text
+    items: tuple  # Item, at most MAX_PER_GROUP
+    n_items: int
+    verdicts: tuple  # (verdict, n)
+
+    @property
+    def n_hidden(self) -> int:
+        return self.n_items - len(self.items)
+
+
+@dataclass(frozen=True)
+class Known:
+    groups: tuple
+    n_total: int
+    n_unexpected_passes: int
+
+
+def _text(v) -> str:
+    return v if isinstance(v, str) else ""
+
+
+def build(items: Items) -> Known:
+    rows = items.rows
+    exp = rows[rows["expected"]]
+    groups = []
+    for op in items.ops():
+        of_op = exp[exp["op"] == op]
+        for impl in items.impls(op):
+            of_impl = of_op[of_op["impl"] == impl]
+            for declared in sorted(set(of_impl["known"])):
+                g = of_impl[of_impl["known"] == declared].sort_values(
+                    ["case_group", "case_rank"], kind="stable")
+                listed = tuple(
+                    Item(r.op, r.case_id,
+                         f"{r.case_group}/{case_label(r.op, r.case_group, r.case_id)}",
+                         r.impl, r.verdict, _text(r.failure_kind), _text(r.reason),
+                         f"#{r.anchor}" if r.shown else "")
+                    for r in g.head(MAX_PER_GROUP).itertuples())
+                counts = g["verdict"].value_counts()
+                groups.append(Group(op, impl, declared, listed, len(g),
+                                    tuple((str(v), int(n)) for v, n in counts.items())))
+    return Known(groups=tuple(groups), n_total=len(exp),
+                 n_unexpected_passes=int(rows["xpass"].sum()))

@@ -1,0 +1,121 @@
+"""The pytest plugin (conftest.py): its options are checked once, before collection, as one
+usage error (exit 4); a failing item says what failed, the diagnosis, and how to rerun it
+alone."""
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+ITEM = "causal_conv1d/bias/B2-D40-L100-K4-bf16-cl-nobias-silu-init"
+WRONG = "causal_conv1d=tests.helpers:doubles_dx"
+
+
+def _pytest(*args, xdist=False):
+    plugins = [] if xdist else ["-p", "no:xdist"]
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        *plugins, *args], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    return r.returncode, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--suite-op", "layer_nrom"], "--suite-op: 'layer_nrom' is not one of: causal_conv1d"),
+    (["--suite-profile", "weekly"], "--suite-profile: 'weekly' is not one of: ci"),
+    (["--suite-impl", "torch_reff"], "--suite-impl: 'torch_reff' is not one of:"),
+    (["--suite-impl", "tests.helpers:raising"],
+     "'tests.helpers:raising' does not say which op it implements: write "
+     "OP=tests.helpers:raising (ops: causal_conv1d, layer_norm, softmax) or give --suite-op"),
+    (["--suite-impl", "softmax=tests.helpers:layer_norm_only"],
+     "registered as an implementation of layer_norm, not softmax"),
+    (["--suite-repeats", "0"], "--suite-repeats: must be at least 1, got 0"),
+    (["--suite-device", "bogus"], "--suite-device: 'bogus' is not a torch device"),
+], ids=["op", "profile", "impl", "impl-without-op", "impl-of-another-op", "repeats",
+        "device"])
+def test_bad_option_is_one_usage_error(args, message):
+    code, out = _pytest("cases", *args)
+    assert code == 4, out[-2000:]
+    assert out.count(message) == 1, out[-2000:]
+    assert "Traceback" not in out and "passed" not in out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_device_without_cuda_is_a_usage_error():
+    code, out = _pytest("cases", "--suite-device", "cuda")
+    assert code == 4, out[-2000:]
+    assert out.count("--suite-device: 'cuda': CUDA is not available") == 1, out[-2000:]
+    assert "Traceback" not in out
+
+
+def test_bad_option_under_xdist_is_one_usage_error():
+    pytest.importorskip("xdist")
+    code, out = _pytest("cases", "-n", "2", "--suite-op", "layer_nrom", xdist=True)
+    assert code == 4, out[-2000:]
+    assert out.count("'layer_nrom' is not one of") == 1, out[-2000:]
+
+
+def _command(out: str, label: str) -> list:
+    line = next(line for line in out.splitlines() if line.strip().startswith(label))
+    return shlex.split(line.split(label, 1)[1])
+
+
+@pytest.fixture(scope="module")
+def failure():
+    """One failing item (dx doubled), selected with -k, and its failure report."""
+    code, out = _pytest("cases/causal_conv1d/basic.toml", "--suite-impl", WRONG,
+                        "--suite-device", "cpu", "-k", ITEM)
+    assert code == 1 and "1 failed" in out, out[-3000:]
+    return out
+
+
+def test_failure_shows_the_diagnosis(failure):
+    assert "fail: dx mismatch" in failure
+    diagnosis = [line for line in failure.splitlines() if line.strip().startswith("diagnosis:")]
+    assert len(diagnosis) == 1 and "likely" in diagnosis[0], failure[-3000:]
+
+
+def test_failure_names_a_pytest_command_that_reruns_it_alone(failure):
+    words = _command(failure, "rerun it alone:")
+    nodeid = f"cases/causal_conv1d/basic.toml::{ITEM}[tests.helpers:doubles_dx]"
+    assert words[:4] == ["python", "-m", "pytest", nodeid], words
+    assert words[4:] == ["--suite-impl", WRONG, "--suite-device", "cpu"], words
+    code, out = _pytest(*words[3:])  # no -k: the node id alone selects it
+    assert code == 1, out[-3000:]
+    assert "1 failed" in out and "deselected" not in out, out[-3000:]
+    assert f"FAILED {nodeid}" in out
+
+
+def test_failure_names_the_equivalent_suite_run(failure):
+    from suite.cli import build_parser
+    from suite.selection import select
+
+    words = _command(failure, "or:")
+    assert words[:4] == ["python", "-m", "suite", "run"], words
+    args = build_parser().parse_args(words[3:])
+    assert (args.profile, args.op, args.impl, args.case, args.device) == \
+        ("ci", "causal_conv1d", WRONG, [ITEM], "cpu")
+    plan = select(args).plan
+    assert [e.case.id for e in plan] == [ITEM]
+    assert [(i.name, i.origin) for e in plan for i in e.impls] == \
+        [("tests.helpers:doubles_dx", WRONG)]
+
+
+def test_xdist_workers_take_one_gpu_each(monkeypatch):
+    """gwN -> cuda:(N mod GPUs) on a machine of several GPUs; nothing on one GPU or a CPU."""
+    import types
+
+    import conftest
+
+    config = types.SimpleNamespace(workerinput={"workerid": "gw5"})
+    monkeypatch.setattr(conftest.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(conftest.torch.cuda, "device_count", lambda: 4)
+    assert conftest._xdist_gpu(config) == "cuda:1"
+    monkeypatch.setattr(conftest.torch.cuda, "device_count", lambda: 1)
+    assert conftest._xdist_gpu(config) is None
+    assert conftest._xdist_gpu(types.SimpleNamespace()) is None  # not an xdist worker
+    monkeypatch.setattr(conftest.torch.cuda, "is_available", lambda: False)
+    assert conftest._xdist_gpu(config) is None
