@@ -166,3 +166,19 @@ def test_a_lost_cuda_context_costs_one_item_and_a_fresh_worker_runs_the_rest(tmp
     assert lost.reason.str.contains("misaligned address").all()
     assert not lost.reason.str.startswith("not run").any()  # each ran on a fresh worker
     assert (df[df.impl == "torch_ref"].verdict == "pass").all()
+
+
+def test_declared_failures_do_not_fail_the_run_and_unexpected_passes_do(tmp_path, capsys):
+    """tests.helpers declares 'dx deliberately doubled' for the bias cases: the one that
+    does double dx fails as declared (exit 0, listed apart), the correct one passes
+    against the declaration (exit 1, an unexpected pass)."""
+    out = tmp_path / "bad.parquet"
+    assert main(["run", *BIAS, "--impl", "tests.helpers:known_bad", "--output", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "8 known failures (declared by the implementation, expected)" in text
+    assert "failing items" not in text
+    df = results.read_results([out])
+    assert (df.verdict == "fail").all() and (df.known_failure == "dx deliberately doubled").all()
+    out = tmp_path / "good.parquet"
+    assert main(["run", *BIAS, "--impl", "tests.helpers:known_good", "--output", str(out)]) == 1
+    assert "8 unexpected passes" in capsys.readouterr().out
