@@ -2,6 +2,7 @@
 usage error (exit 4); a failing item says what failed, the diagnosis, and how to rerun it
 alone."""
 
+import os
 import shlex
 import subprocess
 import sys
@@ -17,9 +18,11 @@ WRONG = "causal_conv1d=tests.helpers:doubles_dx"
 
 def _pytest(*args, xdist=False):
     plugins = [] if xdist else ["-p", "no:xdist"]
+    # pytest prints whole failure messages in its short summary when it sees a CI variable
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER")}
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                         *plugins, *args], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300)
+                       timeout=300, env=env)
     return r.returncode, r.stdout + r.stderr
 
 
@@ -74,7 +77,8 @@ def failure():
 
 def test_failure_shows_the_diagnosis(failure):
     assert "fail: dx mismatch" in failure
-    diagnosis = [line for line in failure.splitlines() if line.strip().startswith("diagnosis:")]
+    report = failure.split("= FAILURES =", 1)[1].split("short test summary", 1)[0]
+    diagnosis = [line for line in report.splitlines() if line.strip().startswith("diagnosis:")]
     assert len(diagnosis) == 1 and "likely" in diagnosis[0], failure[-3000:]
 
 
