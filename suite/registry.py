@@ -18,6 +18,7 @@ from typing import Callable, Mapping, Optional
 from suite.errors import SuiteInputError, did_you_mean
 from suite.opspec import OpSpec
 
+DEVICE_TYPES = ("cpu", "cuda")  # prefixes of device-specific known-failure patterns
 KINDS = ("reference", "native", "ours", "vendor", "mutant", "external")
 
 _OPS: dict[str, OpSpec] = {}
@@ -63,10 +64,15 @@ class Implementation:
     def key(self) -> str:
         return self.name
 
-    def known_failure(self, case_id: str) -> Optional[str]:
-        """Why this implementation is expected to fail `case_id`, or None."""
+    def known_failure(self, case_id: str, device: Optional[str] = None) -> Optional[str]:
+        """Why this implementation is expected to fail `case_id` on `device` (a device type),
+        or None. A pattern `cpu:substring` (or `cuda:...`) holds on that device only."""
         for pattern, why in self.known_failures.items():
-            if pattern in case_id:
+            where, sep, text = pattern.partition(":")
+            if sep and where in DEVICE_TYPES:
+                if device == where and text in case_id:
+                    return why
+            elif pattern in case_id:
                 return why
         return None
 

@@ -291,8 +291,14 @@ def _v5_to_v6(table: pa.Table) -> pa.Table:
     return _add_null_columns(table, ("known_failure",))
 
 
+def _v6_to_v7(table: pa.Table) -> pa.Table:
+    """Version 7 notes a yardstick weaker than fp32 with one rounding; none before."""
+    return _add_null_columns(table, ("yardstick_note",))
+
+
 # version N -> the step that turns a version-N table into version N+1
-_MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6}
+_MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6,
+               6: _v6_to_v7}
 
 
 def read_table(path: Path) -> pa.Table:

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from suite.outcomes import Determinism, FailureKind, Verdict
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 VERSION_KEY = b"bwd_suite_schema_version"
 
 OUTPUT_STRUCT = pa.struct([
@@ -105,6 +105,10 @@ class ResultRow:
     # why the implementation declares it fails this case (Implementation.known_failures);
     # null when it declares nothing (added in version 6)
     known_failure: Optional[str] = _col(_str)
+    # the outputs on which the case's yardstick was worse than fp32 with one rounding, so
+    # that the bound used the fp32 error instead (suite/tolerances.py); null otherwise
+    # (added in version 7)
+    yardstick_note: Optional[str] = _col(_str)
     outputs: list = _col(pa.list_(OUTPUT_STRUCT), [])  # suite.verdicts.OutputCheck.as_row
     # --- diagnosis of failing items (null / empty on the others) ---
     diagnosis: Optional[str] = _col(_str)

@@ -19,7 +19,7 @@ from typing import Callable, Iterator, Mapping, Optional
 
 import torch
 
-from suite import cuda_fault, registry
+from suite import cuda_fault, registry, tolerances
 from suite.cases import Case
 from suite.diagnosis import diagnose_item
 from suite.inputs import DTYPES, generator, perturbed, poison_
@@ -80,6 +80,19 @@ class CaseContext:
         if missing:
             raise RuntimeError(f"golden of {self.spec.name} did not produce {sorted(missing)}")
         self.case_dtype = DTYPES[p[self.spec.dtype_param]]
+        self._check_range()
+
+    def _check_range(self) -> None:
+        """Refuse a case whose exact result no output of its dtype can hold: every
+        implementation would fail it, which says nothing about any of them."""
+        empties = self.spec.empty_outputs(self.inputs, self.case.params)
+        for o in self.outputs:
+            dtype = empties[o.name].dtype
+            top = self.golden[o.name].abs().max().item() if self.golden[o.name].numel() else 0
+            if dtype.is_floating_point and top > torch.finfo(dtype).max:
+                raise CaseRefused(f"case refused: the exact {o.name} reaches {top:.3g}, "
+                                  f"beyond {str(dtype).removeprefix('torch.')}'s largest "
+                                  f"value {torch.finfo(dtype).max:.6g}")
 
     def _conditioning(self, f64: Mapping) -> dict:
         """Movement of the golden under one fp32 rounding of every floating input."""
@@ -90,6 +103,23 @@ class CaseContext:
         other = self.spec.golden(**moved, **self.inputs.attrs)
         return {o.name: normalized_error(other[o.name], self.golden[o.name])
                 for o in self.outputs}
+
+    def yardstick_note(self, outputs: Mapping[str, torch.Tensor]) -> Optional[str]:
+        """Which outputs' bound came from fp32 with one rounding because the yardstick was
+        worse (suite/tolerances.py), in words; None when none did."""
+        if self.ref_errs is None:
+            return None
+        weak = []
+        for o in self.outputs:
+            ref, cond = self.ref_errs[o.name], self.cond_errs[o.name]
+            dtype = outputs[o.name].dtype
+            if tolerances.weak_yardstick(o.tol_class, dtype, self.case_dtype, ref, cond):
+                weak.append(f"{o.name} ({ref:.2g} > "
+                            f"{tolerances.fp32_error(o.tol_class, dtype, cond):.2g})")
+        if not weak:
+            return None
+        return (f"yardstick {self.spec.yardstick} worse than fp32 with one rounding on "
+                f"{', '.join(weak)}: those bounds use the fp32 error")
 
     def yardstick_errors(self, impls_by_name: Mapping[str, Implementation]) -> dict:
         if self.ref_errs is None:
@@ -106,13 +136,14 @@ class CaseContext:
         return self.ref_errs
 
 
-def _row(run: Optional[RunInfo], case: Case, impl: Implementation, spec: OpSpec) -> ResultRow:
+def _row(run: Optional[RunInfo], case: Case, impl: Implementation, spec: OpSpec,
+         device: Optional[str] = None) -> ResultRow:
     p = case.params
     return ResultRow.start(run, op=case.op, case_id=case.id, case_group=case.group,
                            case_file=case.file, tags=sorted(case.tags),
                            params_json=params_json(p), seed=case.seed, impl=impl.name,
                            impl_kind=impl.kind, impl_version=impl.version,
-                           known_failure=impl.known_failure(case.id),
+                           known_failure=impl.known_failure(case.id, device),
                            bytes=_count(spec.bytes, p), flops=_count(spec.flops, p))
 
 
@@ -194,7 +225,7 @@ def run_item(ctx: CaseContext, impl: Implementation, run: Optional[RunInfo],
              ceilings: Ceilings, impls_by_name: Mapping[str, Implementation]) -> ResultRow:
     """One item's row. Every exception of the item, at whatever stage, is its `error` row;
     only KeyboardInterrupt and the like go through."""
-    row = _row(run, ctx.case, impl, ctx.spec)
+    row = _row(run, ctx.case, impl, ctx.spec, ctx.opts.device.type)
     started = time.perf_counter()
     if _not_run(row, impl, ctx.case, ctx.opts):
         return row
@@ -248,10 +279,12 @@ def _check(row: ResultRow, ctx: CaseContext, impl: Implementation,
     _sync(dev)
 
     stage.now = "checking its outputs"
+    own = impl.name == spec.yardstick
     checks: list[OutputCheck] = [
         check_output(o, first[o.name], ctx.golden[o.name], ref_errs[o.name], ctx.case_dtype,
-                     ctx.cond_errs[o.name])
+                     ctx.cond_errs[o.name], is_yardstick=own)
         for o in ctx.outputs]
+    row.yardstick_note = ctx.yardstick_note(first)
     row.outputs = [c.as_row() for c in checks]
     failures = [(c.failure, c.message) for c in checks if c.failure]
     if replaced:
@@ -320,10 +353,23 @@ def _diagnose(row: ResultRow, ctx: CaseContext, outputs: Mapping, checks: list) 
     row.error_locations, row.error_terms = found.location_records, found.term_records
 
 
-def case_context(spec: OpSpec, case: Case, opts: RunOptions) -> "CaseContext | str":
-    """The case's shared context, or why it could not be built (an error row's reason)."""
+class CaseRefused(Exception):
+    """The case itself cannot be judged (its exact result does not fit its output dtype):
+    every implementation's row is `unsupported` with the reason."""
+
+
+@dataclass(frozen=True)
+class Refused:
+    reason: str
+
+
+def case_context(spec: OpSpec, case: Case, opts: RunOptions) -> "CaseContext | Refused | str":
+    """The case's shared context, a refusal of the case, or why the context could not be
+    built (an error row's reason)."""
     try:
         return CaseContext(spec, case, opts)
+    except CaseRefused as e:
+        return Refused(str(e))
     except Exception as e:  # noqa: BLE001 - a broken input factory or golden is an error row
         cuda_fault.note(e, f"{case.id} (case setup)")
         return f"case setup failed: {type(e).__name__}: {e}"
@@ -336,7 +382,7 @@ class ContextCache:
     def __init__(self):
         self._key, self._value = None, None
 
-    def get(self, spec: OpSpec, case: Case, opts: RunOptions) -> "CaseContext | str":
+    def get(self, spec: OpSpec, case: Case, opts: RunOptions) -> "CaseContext | Refused | str":
         key = (spec.name, case.id, case.file, opts)
         if key != self._key:
             self._key, self._value = None, None
@@ -352,12 +398,14 @@ def run_case(spec: OpSpec, case: Case, impls: list, opts: RunOptions,
     by_name = {i.name: i for i in impls}
     contexts = contexts if contexts is not None else ContextCache()
     for impl in impls:
-        row = _row(run, case, impl, spec)
+        row = _row(run, case, impl, spec, opts.device.type)
         if _not_run(row, impl, case, opts):
             yield row
             continue
         ctx = contexts.get(spec, case, opts)
-        if isinstance(ctx, str):
+        if isinstance(ctx, Refused):
+            yield row.finish(Verdict.UNSUPPORTED, ctx.reason, duration_s=0.0)
+        elif isinstance(ctx, str):
             yield row.finish(Verdict.ERROR, ctx, FailureKind.EXCEPTION, duration_s=0.0)
         else:
             yield run_item(ctx, impl, run, ceilings, by_name)

@@ -96,6 +96,12 @@ def render(rows: Iterable[ResultRow]) -> str:
             if r.diagnosis:
                 lines.append(f"        diagnosis: {r.diagnosis[:400]}")
     lines += _known(rows)
+    weak = [r for r in rows if r.yardstick_note and r.verdict.compared]
+    if weak:
+        cases = len({(r.op, r.case_id) for r in weak})
+        lines.append(f"\nthe yardstick was worse than fp32 with one rounding on {cases} cases: "
+                     f"their bounds use the fp32 error (column yardstick_note), e.g. "
+                     f"{weak[0].case_id}: {weak[0].yardstick_note[:200]}")
     if bad:
         lines += _run_diagnoses(rows)
     lines.append("\nframe: 'frac copy' is the geometric mean over passing items of GB/s "

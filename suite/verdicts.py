@@ -65,7 +65,8 @@ def normalized_error(actual: torch.Tensor, golden: torch.Tensor) -> float:
 
 
 def check_output(spec: OutputSpec, actual: torch.Tensor, golden: torch.Tensor,
-                 ref_err: float, case_dtype: torch.dtype, cond_err: float = 0.0) -> OutputCheck:
+                 ref_err: float, case_dtype: torch.dtype, cond_err: float = 0.0,
+                 is_yardstick: bool = False) -> OutputCheck:
     name = spec.name
     numel = golden.numel()
     if tuple(actual.shape) != tuple(golden.shape):
@@ -80,7 +81,7 @@ def check_output(spec: OutputSpec, actual: torch.Tensor, golden: torch.Tensor,
     n_nonfinite = int((~finite).sum()) - n_unwritten
     diff = torch.where(finite, diff, torch.full_like(diff, float("inf")))
     allowed = tolerances.allowed_error(spec.tol_class, actual.dtype, case_dtype, ref_err,
-                                       cond_err)
+                                       cond_err, is_yardstick)
     if numel:
         flat = int(diff.argmax())
         max_abs = diff.reshape(-1)[flat].item()

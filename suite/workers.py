@@ -225,7 +225,8 @@ class Pool:
 
         entry = w.task.entry
         impl = w.task.impls[w.item]
-        row = _row(self.run_info, entry.case, impl, entry.spec)
+        row = _row(self.run_info, entry.case, impl, entry.spec,
+                   "cuda" if w.device_label.startswith("cuda") else "cpu")
         row.finish(verdict, why, kind, duration_s=time.monotonic() - w.since)
         if w.device_label.startswith("cuda"):
             row.device = w.device_label

@@ -3,6 +3,7 @@ used by the CLI tests: one that raises, one that is interrupted mid-run, two tha
 known failures, one that simulates a sticky CUDA fault, one that is plainly wrong, and
 one decorated for layer_norm (for the tests that bind an implementation to its op)."""
 
+from kernels.causal_conv1d.tiled import backward_tiled
 from kernels.causal_conv1d.torch_ref import torch_ref
 from kernels.layer_norm.torch_ref import torch_ref as layer_norm_torch_ref
 from suite import cuda_fault
@@ -16,11 +17,11 @@ def raising(**kw):
 
 
 def interrupt_on_third_call(**kw):
-    """Behaves like torch_ref, then simulates Ctrl-C on its third call."""
+    """Behaves like the fp32 tiled model, then simulates Ctrl-C on its third call."""
     _calls["n"] += 1
     if _calls["n"] == 3:
         raise KeyboardInterrupt
-    torch_ref(**kw)
+    backward_tiled(**kw)
 
 
 # A known failure (dx doubled) declared for the bias cases, and a correct implementation
@@ -36,7 +37,8 @@ def known_bad(**kw):
 
 @implementation("causal_conv1d", "tests_known_good", kind="external", known_failures=_KNOWN)
 def known_good(**kw):
-    torch_ref(**kw)
+    """Correct: the fp32 tiled model (torch_ref's bf16 dweight is not, for fp32 weights)."""
+    backward_tiled(**kw)
 
 
 def loses_cuda_context(**kw):

@@ -44,7 +44,16 @@ def _autocast_upcast(x, dy, gamma):
     return x, dy
 
 
-@implementation("layer_norm", "torch_ref", kind="native", version=torch.__version__)
+# Measured on the CPU (torch 2.13): with one column and eps 1e-12 (rstd 1e6) the CPU kernel's
+# fp16 dgamma is 0.2 off an exact 0; bf16, fp32 and the CUDA kernel are not.
+KNOWN_FAILURES = {
+    "cpu:layer_norm/huge-rstd/M37-N1-fp16-eps1e-12":
+        "PyTorch's CPU LayerNorm backward: fp16 dgamma 0.2 off the exact 0 at rstd 1e6",
+}
+
+
+@implementation("layer_norm", "torch_ref", kind="native", version=torch.__version__,
+                known_failures=KNOWN_FAILURES)
 def torch_ref(*, x, dy, gamma, mean, rstd, out):
     """aten::native_layer_norm_backward with the saved fp32 mean and rstd"""
     M, N = x.shape

@@ -35,3 +35,15 @@ def test_known_failure_matches_case_id_substrings():
     impl = registry.select_implementations("softmax", ["liger"])[0]
     assert impl.known_failure("softmax/saturation/R13-N1000-fp16-ls30.0")
     assert impl.known_failure("softmax/saturation/R13-N1000-bf16-ls30.0") is None
+
+
+def test_a_device_prefix_limits_a_known_failure_to_that_device():
+    """`cpu:substring` holds on the CPU only: a failure of PyTorch's CPU kernel is not
+    declared for its CUDA kernel (which would then pass unexpectedly)."""
+    impl = registry.Implementation(
+        op="softmax", name="x", fn=lambda **kw: None,
+        known_failures={"cpu:softmax/big/": "16-bit sums on the CPU", "softmax/odd/": "both"})
+    assert impl.known_failure("softmax/big/R1-N9", "cpu") == "16-bit sums on the CPU"
+    assert impl.known_failure("softmax/big/R1-N9", "cuda") is None
+    assert impl.known_failure("softmax/big/R1-N9") is None
+    assert impl.known_failure("softmax/odd/R1-N9", "cuda") == "both"

@@ -146,7 +146,7 @@ def test_every_row_is_readable_as_it_arrives_and_no_temporary_is_left(rows, tmp_
 def test_a_version_tag_with_a_missing_column_is_one_line(rows, tmp_path):
     table = pa.Table.from_pylist([r.to_record() for r in rows], schema=results.SCHEMA)
     pq.write_table(table.drop_columns(["verdict"]), tmp_path / "cut.parquet")
-    with pytest.raises(SuiteInputError, match=r"cut.parquet: schema version 6 but the "
+    with pytest.raises(SuiteInputError, match=r"cut.parquet: schema version 7 but the "
                                               r"columns \['verdict'\] are missing"):
         results.read_results([tmp_path / "cut.parquet"])
 

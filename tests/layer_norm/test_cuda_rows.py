@@ -76,3 +76,22 @@ def test_rows_against_float64_and_padding_untouched(rows, n, pad, dtype, gamma_d
     for a, b in zip((dx_wide[:, :n], dg, db), (again[0][:, :n], again[1], again[2])):
         bits = torch.int16 if a.element_size() == 2 else torch.int32
         assert torch.equal(a.view(bits), b.view(bits)), "not bitwise equal run to run"
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_one_column_with_a_huge_rstd_gives_an_exact_zero_dx(dtype):
+    """Hidden size 1: xhat = 0 and g - mean(g) = 0 exactly, so dx is exactly 0 whatever
+    rstd is. A g computed once rounded (for the row sums) and once inside a fused
+    multiply-add leaves the product's rounding error times rstd (1e6 at eps 1e-12); the
+    case files cannot see it, since the conditioning bound at this rstd is huge."""
+    from kernels.layer_norm import cuda as ln_cuda
+
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    x = torch.randn(37, 1, generator=gen, device="cuda").to(dtype)
+    dy = torch.randn(37, 1, generator=gen, device="cuda").to(dtype)
+    gamma = torch.randn(1, generator=gen, device="cuda")
+    mean = x.float()[:, 0]
+    rstd = torch.full((37,), 1e6, device="cuda")
+    dx, _, _ = _run(ln_cuda.extension(), x, dy, gamma, mean, rstd, 0)
+    assert torch.equal(dx, torch.zeros_like(dx)), dx.flatten()[:8]

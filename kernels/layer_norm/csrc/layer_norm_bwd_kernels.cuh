@@ -198,7 +198,10 @@ __device__ __forceinline__ void dx_chunk(const Raw<T> &xc, const Raw<T> &dc,
   for (int i = 0; i < E; ++i) {
     const float xhv = (to_f<T>(xc.e[i]) - mu) * rs;
     dyv[i] = to_f<T>(dc.e[i]);
-    o[i] = rs * (dyv[i] * gm[i] - c1 - xhv * c2);
+    // g rounded as sums_chunk rounds it (no fused multiply-add): g - c1 then cancels
+    // exactly where it should (one column: c1 = g), instead of leaving the product's
+    // rounding error, which rstd (up to 1/sqrt(eps)) amplifies
+    o[i] = rs * (__fmul_rn(dyv[i], gm[i]) - c1 - xhv * c2);
     pg[i] = dyv[i] * xhv;
   }
 }
@@ -212,7 +215,7 @@ __device__ __forceinline__ void sums_chunk(const Raw<T> &xc, const Raw<T> &dc,
 #pragma unroll
   for (int i = 0; i < E; ++i) {
     const float xhv = (to_f<T>(xc.e[i]) - mu) * rs;
-    const float g = to_f<T>(dc.e[i]) * gm[i];
+    const float g = __fmul_rn(to_f<T>(dc.e[i]), gm[i]);  // rounded, as dx_chunk's
     s.x += g;
     s.y += g * xhv;
   }
