@@ -23,6 +23,7 @@ import pandas as pd
 
 from reports import (changes, details, failures, fmt, history, items, known, matrix, palette,
                      roofline, speedup, summary)
+from reports import coverage
 from suite.regression import Rule, compare
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -70,6 +71,7 @@ class Report:
     known: Optional[known.Known] = None
     history: Optional[history.History] = None  # None without --history
     colors: dict = field(default_factory=dict)  # implementation -> colour (reports.palette)
+    coverage: Optional[coverage.Coverage] = None  # values and value pairs per implementation
 
 
 def _notices(its: items.Items, comparison, baseline_given: bool, speed) -> list:
@@ -155,6 +157,7 @@ def build(current: pd.DataFrame, baseline: Optional[pd.DataFrame] = None,
         known=known.build(its),
         history=hist,
         colors=colors,
+        coverage=coverage.build(current),
     )
 
 
