@@ -10,6 +10,10 @@ dropout, else None. Output: dx (rows, N) in the case dtype,
 
 The float64 truth is `golden.softmax.backward`, computed from the given (rounded) y.
 
+Input values: y = softmax(logit_scale * N(0, 1)) in fp32, rounded once; dy = N(0, 1), or
+dy_mean + dy_corr * y' + N(0, 1) with y' = y standardized per row, plus dy_peak at each
+row's last element (`suite.inputs.upstream`).
+
 Mask patterns (with dropout): `random` (each element kept with probability 1-p),
 `all_kept` (every element kept; the scale still applies), `all_dropped_rows` (rows
 1, 4, 7, ... fully dropped, rows 2, 5, 8, ... fully kept, the others random).
@@ -24,32 +28,55 @@ from typing import Mapping
 import torch
 
 from golden import softmax as golden
+from ops.softmax_diagnosis import SPEC as DIAGNOSIS
 from suite import inputs as mk
 from suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass
-from suite.params import Param, ParamSet
+from suite.params import FloatRange, IntRange, Param, ParamSet, upstream_params
 from suite.registry import register_op
 
 MASK_PATTERNS = ("random", "all_kept", "all_dropped_rows")
 
 PARAMS = ParamSet((
     Param("rows", "int", 64, "rows (B*H*L for attention scores)", minimum=1,
-          id_token=lambda v: f"R{v}"),
+          id_token=lambda v: f"R{v}", domain=IntRange(1, 1 << 20, axis=True)),
     Param("length", "int", 1000, "N, the softmax dimension (last, contiguous)", minimum=1,
-          id_token=lambda v: f"N{v}"),
+          id_token=lambda v: f"N{v}", domain=IntRange(1, 1 << 20, axis=True)),
     Param("dtype", "str", "bfloat16", "dtype of y, dy and dx",
           choices=("float32", "float16", "bfloat16"), id_token=lambda v: mk.DTYPE_SHORT[v]),
     Param("dropout", "bool", False, "fused dropout backward: a keep mask and 1/(1-p)",
           id_token=lambda v: "drop" if v else ""),
     Param("p", "float", 0.0, "drop probability in [0, 1) (with dropout only)", minimum=0.0,
-          id_token=lambda v: "" if v == 0 else f"p{float(v)!r}"),
+          id_token=lambda v: "" if v == 0 else f"p{float(v)!r}",
+          domain=FloatRange(0.0, 1.0, special=(0.0, 0.1, 0.5, 0.9, 0.999), high_open=True)),
     Param("mask", "str", "random", "keep-mask pattern (with dropout only)",
           choices=MASK_PATTERNS,
           id_token=lambda v: {"random": "", "all_kept": "mask-allkept",
                               "all_dropped_rows": "mask-droprows"}[v]),
     Param("logit_scale", "float", 1.0, "standard deviation of the softmax input (large "
           "values give near one-hot y)", minimum=0.0,
-          id_token=lambda v: "" if v == 1.0 else f"ls{float(v)!r}"),
-))
+          id_token=lambda v: "" if v == 1.0 else f"ls{float(v)!r}",
+          domain=FloatRange(0.0, 100.0, special=(1.0, 0.0, 10.0, 30.0, 100.0))),
+    *upstream_params("dy", "a sum(dy*y) that does not shrink like 1/sqrt(N)",
+                     "the softmax output standardized per row", "the last element of every row"),
+), fuzz_bounds=lambda p, device: fuzz_bounds(p, device))
+
+MAX_FP16_G = 2.0 ** 14  # the largest |dy * scale| drawn in fp16 (see fuzz_bounds)
+
+
+def fuzz_bounds(p: Mapping, device: str):
+    """Valid cases the fuzzer does not draw, with the parameter to blame: fp16 where
+    g = dy * mask / (1 - p) may overflow inside the same-dtype yardstick (a drop
+    probability of 0.999 scales by 1000), though dx itself fits."""
+    if p["dtype"] != "float16":
+        return None
+    scale = 1 / (1 - p["p"]) if p["dropout"] else 1.0
+    # y standardized reaches sqrt(N) on a one-hot row
+    big = 4 + abs(p["dy_mean"]) + abs(p["dy_corr"]) * math.sqrt(p["length"]) \
+        + abs(p["dy_peak"])
+    if scale * big > MAX_FP16_G:
+        blame = next((k for k in ("dy_peak", "dy_mean", "dy_corr") if p[k]), "p")
+        return blame, "dy / (1 - p) may overflow fp16 in the yardstick"
+    return None
 
 
 def check_case(p: Mapping):
@@ -93,11 +120,14 @@ def make_inputs(p: Mapping, seed: int, device: torch.device) -> CaseInputs:
     y = torch.softmax(logits, dim=-1).to(dt)  # fp32 softmax, rounded once to the dtype
     del logits
     dy = mk.randn((R, N), dt, gen, device)
+    if p["dy_mean"] or p["dy_corr"] or p["dy_peak"]:
+        dy = mk.upstream(dy, y.double(), p["dy_mean"], p["dy_corr"], p["dy_peak"]).to(dy.dtype)
     mask = keep_mask(p, gen, device) if p["dropout"] else None
     return CaseInputs(
         tensors={"y": y, "dy": dy, "mask": mask},
         attrs={"scale": 1.0 / (1.0 - p["p"]) if p["dropout"] else None},
     )
+
 
 
 # ---------------------------------------------------------------- outputs
@@ -141,4 +171,5 @@ SPEC = register_op(OpSpec(
     empty_outputs=empty_outputs,
     bytes=compulsory_bytes,
     flops=flops,
+    diagnosis=DIAGNOSIS,
 ))

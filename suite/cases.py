@@ -8,13 +8,19 @@ A case file holds one op's cases:
     [[sweep]]                   # cartesian product of the list-valued parameters
     name = "widths"             # required, unique in the file; part of the case ids
     tags = ["smoke", "ci"]      # profiles the cases belong to
+    combine = "pairwise"        # optional: every pair of values, not every combination
     width = [2, 3, 4]
     exclude = [{width = 2, seqlen = 1}]   # drop combinations matching all these keys
     [[case]]                    # one case; same keys as a sweep, scalar values only
 
 For a parameter whose values are lists (kind int_list), a list of lists is a sweep. A
-sweep of more than MAX_SWEEP combinations is refused unless the caller lifts the limit
-(`--allow-large`), and sweeps not tagged for the requested profile are never expanded.
+sweep is the cartesian product of its lists (`combine = "cartesian"`, the default), or a
+covering array (suite/covering.py): `combine = "pairwise"` holds every pair of values of
+its list-valued keys in at least one valid case, `strength = t` every t-tuple; tuples no
+valid case can hold are recorded in `SweepCoverage`, not refused. A cartesian sweep of
+more than MAX_SWEEP combinations (a covering sweep of more than MAX_SWEEP t-tuples) is
+refused unless the caller lifts the limit (`--allow-large`), and sweeps not tagged for the
+requested profile are never expanded.
 Every error names the file, the sweep or case, and the key, and is raised before any case
 runs.
 """
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import math
 import tomllib
 import zlib
@@ -31,19 +38,22 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Iterable, Mapping, Optional
 
-from suite import registry
+from suite import covering, registry
 from suite.errors import SuiteInputError, did_you_mean
 from suite.params import INT64_MAX
 
 PROFILES = ("smoke", "ci", "gpu", "perf", "nightly")
 # A profile also runs the cases tagged with the profiles it includes.
-PROFILE_INCLUDES = {"ci": ("smoke",), "nightly": ("smoke", "ci", "gpu")}
+# Nested: smoke < ci < gpu < nightly (perf stands apart).
+PROFILE_INCLUDES = {"ci": ("smoke",), "gpu": ("smoke", "ci"), "nightly": ("smoke", "ci", "gpu")}
 CASES_DIR = Path(__file__).resolve().parents[1] / "cases"
 
 _FILE_KEYS = {"op", "seed", "defaults", "sweep", "case"}
-_ENTRY_KEYS = {"name", "tags", "seed", "exclude"}
-# The most combinations one sweep may hold (before exclusions) unless --allow-large.
+_ENTRY_KEYS = {"name", "tags", "seed", "exclude", "combine", "strength"}
+# The most combinations one sweep may hold (before exclusions) unless --allow-large; for a
+# covering sweep, the most t-tuples of values it may have to cover.
 MAX_SWEEP = 100_000
+COMBINE = ("cartesian", "pairwise")
 
 
 @dataclass(frozen=True)
@@ -111,11 +121,32 @@ class _Entry:
     swept: dict  # parameter -> the list of values it sweeps
     excludes: list
     seed: Optional[int]
+    strength: Optional[int] = None  # None: the cartesian product; t: a covering array
 
     @property
     def size(self) -> int:
         """Combinations of the cartesian product, before exclusions."""
         return math.prod(len(v) for v in self.swept.values())
+
+    @property
+    def tuples(self) -> int:
+        """t-tuples of values a covering sweep has to cover (0 for a cartesian one)."""
+        return covering.tuple_count(self.swept, self.strength) if self.strength else 0
+
+
+@dataclass(frozen=True)
+class SweepCoverage:
+    """What one covering sweep produced: its cases against its cartesian product, and
+    the t-tuples of values that no valid case can hold (with the reason)."""
+
+    file: str
+    op: str
+    name: str
+    tags: frozenset
+    strength: int
+    cases: int
+    product: int  # combinations of the cartesian product, before exclusions
+    uncoverable: tuple  # suite.covering.Uncoverable
 
 
 def _check_entry(spec, file, kind, entry, defaults) -> _Entry:
@@ -168,22 +199,118 @@ def _check_entry(spec, file, kind, entry, defaults) -> _Entry:
     seed = entry.get("seed")
     if seed is not None:
         _check_seed(seed, _where(file, kind, name, "seed"))
-    return _Entry(kind, name, frozenset(tags), fixed, swept, excludes, seed)
+    strength = _check_combine(file, kind, name, entry, swept)
+    return _Entry(kind, name, frozenset(tags), fixed, swept, excludes, seed, strength)
+
+
+def _check_combine(file, kind, name, entry, swept) -> Optional[int]:
+    """The covering strength the entry asks for (None: the cartesian product)."""
+    combine, strength = entry.get("combine"), entry.get("strength")
+    if kind == "case":
+        for key in ("combine", "strength"):
+            if key in entry:
+                raise SuiteInputError(_where(file, kind, name, key),
+                                      "only a [[sweep]] combines values; a [[case]] is one")
+        return None
+    if combine is not None and (not isinstance(combine, str) or combine not in COMBINE):
+        raise SuiteInputError(_where(file, kind, name, "combine"),
+                              did_you_mean(combine, COMBINE) if isinstance(combine, str)
+                              else f"expected one of {', '.join(COMBINE)}, got {combine!r}")
+    if strength is None:
+        if combine != "pairwise":
+            return None
+        strength = 2
+    elif isinstance(strength, bool) or not isinstance(strength, int):
+        raise SuiteInputError(_where(file, kind, name, "strength"),
+                              f"expected an integer, got {strength!r}")
+    elif combine == "cartesian":
+        raise SuiteInputError(_where(file, kind, name, "strength"),
+                              'a cartesian product has no strength: leave out one of '
+                              'combine = "cartesian" and strength')
+    elif combine == "pairwise" and strength != 2:
+        raise SuiteInputError(_where(file, kind, name, "strength"),
+                              f'combine = "pairwise" is strength 2, not {strength}: '
+                              f'for strength {strength} leave out combine')
+    key = "strength" if "strength" in entry else "combine"
+    if not 2 <= strength <= len(swept):
+        have = (f"{len(swept)} list-valued key" + ("" if len(swept) == 1 else "s")
+                + (f" ({', '.join(swept)})" if swept else ""))
+        raise SuiteInputError(_where(file, kind, name, key),
+                              f"strength {strength} needs 2 <= strength <= the number of "
+                              f"list-valued keys; this sweep has {have}")
+    return strength
 
 
 def _check_size(entry: _Entry, file: str, max_sweep: Optional[int]) -> None:
     """Refuse a sweep too large to expand, before expanding it (a typo such as a
     1000-value list can mean millions of cases and minutes of silence)."""
-    if max_sweep is not None and entry.size > max_sweep:
+    if max_sweep is None:
+        return
+    if entry.strength:
+        if entry.tuples > max_sweep:
+            raise SuiteInputError(_where(file, entry.kind, entry.name),
+                                  f"{entry.tuples:,} value {entry.strength}-tuples to cover, "
+                                  f"more than {max_sweep:,} for one sweep: lower its "
+                                  "strength, split it, or pass --allow-large")
+    elif entry.size > max_sweep:
         raise SuiteInputError(_where(file, entry.kind, entry.name),
                               f"{entry.size:,} combinations (before exclusions), more than "
                               f"{max_sweep:,} for one sweep: split it, or pass --allow-large")
 
 
-def _expand_entry(spec, file, entry: _Entry, base_seed) -> list[Case]:
+def _covering_check(spec):
+    """check_case as the covering generator wants it: values -> the reason or None."""
+    def check(values):
+        bad = spec.check_case(values)
+        return (bad[0], f"{bad[1]} (key {bad[0]})") if bad else None
+    return check
+
+
+# Coverings already built in this process: every command and test loads the same files
+# many times, and a covering depends only on the sweep and the op's (pure) check_case.
+_COVERINGS: dict = {}
+
+
+def _cover(spec, file, entry: _Entry) -> covering.Covering:
+    key = (spec.name, spec.check_case, entry.strength,
+           json.dumps([list(entry.swept.items()), sorted(entry.fixed.items()),
+                       entry.excludes], default=repr))
+    if key in _COVERINGS:
+        return _COVERINGS[key]
+    try:
+        cov = covering.cover(entry.swept, entry.strength, entry.fixed, entry.excludes,
+                             _covering_check(spec))
+    except covering.CoveringError as e:
+        raise SuiteInputError(_where(file, entry.kind, entry.name, "strength" if
+                                     entry.strength != 2 else "combine"), str(e)) from None
+    _COVERINGS[key] = cov
+    return cov
+
+
+def _combinations(spec, file, entry: _Entry, coverage: Optional[list]):
+    """The swept values of each case: the cartesian product, or a covering array."""
+    if not entry.strength:
+        yield from itertools.product(*entry.swept.values())
+        return
+    cov = _cover(spec, file, entry)
+    if coverage is not None:
+        coverage.append(SweepCoverage(file, spec.name, entry.name, entry.tags,
+                                      entry.strength, len(cov), entry.size, cov.uncoverable))
+    if not cov.rows:  # not one valid case: say why, as the cartesian product would
+        values = dict(entry.fixed, **{k: v[0] for k, v in entry.swept.items()})
+        bad = spec.check_case(values)
+        if bad:
+            raise SuiteInputError(_where(file, entry.kind, entry.name, bad[0]),
+                                  f"{bad[1]} (in every combination of the sweep)")
+    for row in cov.rows:
+        yield tuple(row[k] for k in entry.swept)
+
+
+def _expand_entry(spec, file, entry: _Entry, base_seed,
+                  coverage: Optional[list] = None) -> list[Case]:
     swept = entry.swept
     cases = []
-    for combo in itertools.product(*swept.values()):
+    for combo in _combinations(spec, file, entry, coverage):
         values = dict(entry.fixed, **dict(zip(swept, combo)))
         if any(all(values[k] == v for k, v in e.items()) for e in entry.excludes):
             continue
@@ -216,10 +343,12 @@ def _read_toml(path: Path, file: str) -> dict:
 
 
 def load_file(path: Path, root: Optional[Path] = None, profile: Optional[str] = None,
-              max_sweep: Optional[int] = MAX_SWEEP) -> list[Case]:
+              max_sweep: Optional[int] = MAX_SWEEP,
+              coverage: Optional[list] = None) -> list[Case]:
     """The cases of one file, every entry validated; with `profile`, only the entries
     tagged for it are expanded (the others cannot contribute cases). `max_sweep`: the
-    most combinations one sweep may hold (None: no limit)."""
+    most combinations one sweep may hold (None: no limit). `coverage`: a list that gets
+    a SweepCoverage for every covering sweep expanded."""
     file = str(path.relative_to(root)) if root and path.is_relative_to(root) else str(path)
     data = _read_toml(path, file)
     unknown = set(data) - _FILE_KEYS
@@ -262,7 +391,7 @@ def load_file(path: Path, root: Optional[Path] = None, profile: Optional[str] = 
             _check_size(entry, file, max_sweep)
             entries.append(entry)
     wanted = [e for e in entries if profile is None or e.tags & profile_tags(profile)]
-    cases = [c for e in wanted for c in _expand_entry(spec, file, e, base_seed)]
+    cases = [c for e in wanted for c in _expand_entry(spec, file, e, base_seed, coverage)]
     ids = set()
     for c in cases:
         if c.id in ids:
@@ -276,9 +405,10 @@ def load_file(path: Path, root: Optional[Path] = None, profile: Optional[str] = 
 
 def load_cases(paths: Iterable[Path] = (), op: Optional[str] = None,
                profile: Optional[str] = None, root: Path = CASES_DIR,
-               max_sweep: Optional[int] = MAX_SWEEP) -> list[Case]:
+               max_sweep: Optional[int] = MAX_SWEEP,
+               coverage: Optional[list] = None) -> list[Case]:
     """All cases under `paths` (default: the repository's cases/), filtered; sweeps of
-    other profiles are not expanded. `max_sweep` as in load_file."""
+    other profiles are not expanded. `max_sweep` and `coverage` as in load_file."""
     files = []
     for p in (list(paths) or [root]):
         p = Path(p)
@@ -295,7 +425,7 @@ def load_cases(paths: Iterable[Path] = (), op: Optional[str] = None,
     seen: dict[str, str] = {}
     out = []
     for f in files:
-        for case in load_file(f, root, profile, max_sweep):
+        for case in load_file(f, root, profile, max_sweep, coverage):
             if case.id in seen:
                 raise SuiteInputError(case.file, f"case id {case.id} also defined in "
                                                  f"{seen[case.id]}")

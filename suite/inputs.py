@@ -84,3 +84,19 @@ def perturbed(t: torch.Tensor, rel: float, gen: torch.Generator) -> torch.Tensor
     """t * (1 + rel * u), u uniform in [-1, 1]: one rounding's worth of noise."""
     u = torch.rand(t.shape, generator=gen, dtype=torch.float64).to(t.device) * 2 - 1
     return t * (1 + rel * u)
+
+
+def upstream(noise: torch.Tensor, y: Optional[torch.Tensor], a: float, b: float,
+             peak: float) -> torch.Tensor:
+    """Upstream gradient a + b * y' + noise in float64, y' = y standardized along the last
+    dim (0 where y is constant there; y may be None when b is 0), plus `peak` at the last
+    element. N(0, 1) noise alone makes row sums such as mean(dy) or sum(dy * y) shrink like
+    1/sqrt(N), so a kernel that drops one passes at large N in 16-bit; these keep them of
+    order one. The caller rounds the result once to its dtype."""
+    g = noise.double() + a
+    if b:
+        yc = y - y.mean(-1, keepdim=True)
+        sd = yc.pow(2).mean(-1, keepdim=True).sqrt()
+        g += b * torch.where(sd > 0, yc / sd.clamp_min(1e-300), 0.0)
+    g[..., -1] += peak
+    return g

@@ -3,6 +3,12 @@
 Each op declares its parameters once (name, type, default, allowed values, and how the
 value shows in a case id). The loader validates every case-file value against them, so a
 typo or a wrong type is refused with the file and key named before anything runs.
+
+A parameter may also declare its domain, the values `python -m suite fuzz` draws from
+(suite/fuzz/): `IntRange` for an int (optionally a size axis, and capped per size
+profile), `FloatRange` for a float (a range and its special values), `IntList` for an
+int_list. A str parameter's domain is its choices, a bool's both values; a parameter
+without one keeps its default when fuzzed.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 # The value kinds a case file can hold. Lists of ints are for things like chunk lengths.
 KINDS = ("int", "float", "bool", "str", "int_list")
@@ -30,6 +36,78 @@ def _shown(value: int) -> str:
     return str(value) if abs(value) < 10**30 else f"an integer of {value.bit_length()} bits"
 
 
+def _caps(caps) -> tuple:
+    """Size-profile caps as sorted (profile, highest value) pairs (hashable, comparable)."""
+    pairs = tuple(sorted(dict(caps).items()))
+    for name, cap in pairs:
+        if not isinstance(name, str) or isinstance(cap, bool) or not isinstance(cap, int):
+            raise ValueError(f"caps: expected {{profile: int}}, got {name!r}: {cap!r}")
+    return pairs
+
+
+@dataclass(frozen=True)
+class IntRange:
+    """The integers low..high (both included) that a fuzzer draws for an int parameter
+    (or each element of an int_list). `axis`: a size axis of the inputs, whose product
+    over a case's axes is capped by the size profile (suite/fuzz/sizes.py). `caps`:
+    {size profile: the highest value drawn under it}, e.g. {"small": 16}."""
+
+    low: int
+    high: int
+    axis: bool = False
+    caps: tuple = ()
+
+    def __post_init__(self):
+        for v in (self.low, self.high):
+            if isinstance(v, bool) or not isinstance(v, int) or _too_wide(v):
+                raise ValueError(f"IntRange: bounds must be 64-bit integers, got {v!r}")
+        if self.low > self.high:
+            raise ValueError(f"IntRange: low {self.low} above high {self.high}")
+        object.__setattr__(self, "caps", _caps(self.caps))
+
+    def high_for(self, size: str) -> int:
+        """The highest value drawn under size profile `size`."""
+        return min(self.high, dict(self.caps).get(size, self.high))
+
+    def __contains__(self, value) -> bool:
+        return self.low <= value <= self.high
+
+
+@dataclass(frozen=True)
+class FloatRange:
+    """The floats a fuzzer draws for a float parameter: `special` values (drawn often;
+    0, 1, the extremes that matter to the op) and the range low..high (high excluded with
+    `high_open`)."""
+
+    low: float
+    high: float
+    special: tuple = ()
+    high_open: bool = False
+
+    def __post_init__(self):
+        if not (math.isfinite(self.low) and math.isfinite(self.high)) or self.low > self.high:
+            raise ValueError(f"FloatRange: need finite low <= high, got {self.low}, {self.high}")
+        object.__setattr__(self, "special", tuple(float(v) for v in self.special))
+        bad = [v for v in self.special if v not in self]
+        if bad:
+            raise ValueError(f"FloatRange: special values {bad} outside the range")
+
+    def __contains__(self, value) -> bool:
+        return self.low <= value and (value < self.high if self.high_open
+                                      else value <= self.high)
+
+
+@dataclass(frozen=True)
+class IntList:
+    """The lists a fuzzer draws for an int_list parameter: up to `max_len` elements from
+    `element`; with `sum_below`, the elements sum to less than that (earlier) parameter's
+    value (chunk lengths inside a sequence length)."""
+
+    element: IntRange
+    max_len: int = 3
+    sum_below: str = ""
+
+
 @dataclass(frozen=True)
 class Param:
     name: str
@@ -42,16 +120,37 @@ class Param:
     minimum: Optional[float] = None
     # value -> token in the readable case id; returning "" leaves the parameter out
     id_token: Optional[Callable[[Any], str]] = None
+    # the values a fuzzer draws (IntRange, FloatRange or IntList, by kind); None: str and
+    # bool params draw their choices, other params keep their default
+    domain: Optional[object] = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"param {self.name}: kind {self.kind!r} not in {KINDS}")
         if self.choices is not None and self.kind != "str":
             raise ValueError(f"param {self.name}: choices are only for str params")
+        self._check_domain()
         if self.default is not None:
             err = self.check(self.default)
             if err:
                 raise ValueError(f"param {self.name}: default {self.default!r}: {err}")
+
+    def _check_domain(self) -> None:
+        d = self.domain
+        if d is None:
+            return
+        want = {"int": IntRange, "float": FloatRange, "int_list": IntList}.get(self.kind)
+        if want is None or not isinstance(d, want):
+            raise ValueError(f"param {self.name}: a {self.kind} parameter takes "
+                             + (f"a {want.__name__} domain" if want else
+                                "no domain (its values are its choices)"))
+        rng = d.element if isinstance(d, IntList) else d
+        if self.minimum is not None and rng.low < self.minimum:
+            raise ValueError(f"param {self.name}: domain starts at {rng.low}, below the "
+                             f"minimum {self.minimum}")
+        if self.kind in ("int", "float") and self.default is not None \
+                and self.default not in d:
+            raise ValueError(f"param {self.name}: default {self.default!r} outside its domain")
 
     def check(self, value: Any) -> Optional[str]:
         """Why `value` is not valid for this parameter, or None when it is."""
@@ -102,6 +201,11 @@ class ParamSet:
 
     params: tuple
     by_name: dict = field(init=False, repr=False, compare=False)
+    # (params, device type) -> (parameter, reason) for a valid combination the fuzzer
+    # must not draw: one where the data degenerate or the yardstick on that device is
+    # known to be wrong by itself (case files may still hold it); None: draw everything
+    fuzz_bounds: Optional[Callable[[Mapping, str], Optional[tuple]]] = field(
+        default=None, repr=False, compare=False)
 
     def __post_init__(self):
         names = [p.name for p in self.params]
@@ -117,3 +221,25 @@ class ParamSet:
         """Readable id such as B2-D256-L1-K4-bf16-cl-silu-init-final (param order)."""
         tokens = (p.token(values[p.name]) for p in self.params)
         return "-".join(t for t in tokens if t)
+
+
+def upstream_params(grad: str, mean_why: str, corr_of: str, peak_at: str) -> tuple:
+    """The three input-distribution parameters of an upstream gradient `grad` (dy, dout):
+    {grad}_mean a, {grad}_corr b and {grad}_peak in grad = a + b * y' + N(0, 1) (+ peak at
+    the last element), y' the forward output standardized along the reduced axis
+    (suite.inputs.upstream). Ids show them as e.g. dym1.0 (dy) or dom1.0 (dout)."""
+    tag = grad[:2]
+
+    def token(letter):
+        return lambda v: "" if v == 0 else f"{tag}{letter}{float(v)!r}"
+
+    form = f"{grad} = a + b*y' + N(0, 1)"
+    return (
+        Param(f"{grad}_mean", "float", 0.0, f"a in {form}: {mean_why}", id_token=token("m"),
+              domain=FloatRange(-10.0, 10.0, special=(0.0, 1.0, -1.0, 10.0))),
+        Param(f"{grad}_corr", "float", 0.0, f"b in {form}, y' {corr_of}", id_token=token("c"),
+              domain=FloatRange(-4.0, 4.0, special=(0.0, 1.0, -1.0, 4.0))),
+        Param(f"{grad}_peak", "float", 0.0, f"added to {grad} at {peak_at}",
+              id_token=token("p"),
+              domain=FloatRange(-100.0, 100.0, special=(0.0, 10.0, -10.0, 100.0))),
+    )

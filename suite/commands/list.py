@@ -26,6 +26,28 @@ def _implementations(args) -> list:
     return [i for o, impls in by_op.items() if args.op in (None, o) for i in impls]
 
 
+def _covering_section(coverage: list, op) -> None:
+    """Per op: the cases its covering sweeps (combine/strength) make against the
+    combinations their cartesian products would hold, each sweep, and the value tuples
+    that no valid case can hold (reported, not errors)."""
+    shown = [s for s in coverage if op in (None, s.op)]
+    if not shown:
+        return
+    print("\ncovering sweeps (cases made, against the combinations of the cartesian "
+          "product):")
+    for o in sorted({s.op for s in shown}):
+        mine = [s for s in shown if s.op == o]
+        n = len(mine)
+        print(f"  {o:<20} {n} sweep{'' if n == 1 else 's'}: "
+              f"{sum(s.cases for s in mine):,} cases against {sum(s.product for s in mine):,}")
+        for s in mine:
+            way = "pairwise" if s.strength == 2 else f"strength {s.strength}"
+            print(f"    {s.file} \"{s.name}\" ({way}): {s.cases:,} against {s.product:,}"
+                  + (f", {len(s.uncoverable)} not coverable" if s.uncoverable else ""))
+            for u in s.uncoverable:
+                print(f"      not coverable: {u.text()}: {u.reason}")
+
+
 def main(args) -> int:
     from suite import cases as cases_mod
     from suite import registry
@@ -37,7 +59,9 @@ def main(args) -> int:
         cases_mod.profile_names(args.profile)
     dev = parse_device(args.device)
     impls = _implementations(args)
-    all_cases = cases_mod.load_cases(args.cases or (), op=args.op, max_sweep=max_sweep(args))
+    coverage = []  # a SweepCoverage for every covering sweep
+    all_cases = cases_mod.load_cases(args.cases or (), op=args.op, max_sweep=max_sweep(args),
+                                     coverage=coverage)
     all_cases = matching(all_cases, args.case, "of any profile" + (
         f" of op {args.op}" if args.op else ""))
     print("ops:")
@@ -46,6 +70,7 @@ def main(args) -> int:
             continue
         print(f"  {name}: {spec.doc}")
         print(f"    params: {', '.join(p.name for p in spec.params.params)}")
+    _covering_section(coverage, args.op)
     print("\ncases per profile" + (" (matching --case)" if args.case else "") + ":")
     print(f"  {'op':<20}" + "".join(f"{p:>9}" for p in cases_mod.PROFILES))
     for o in sorted({c.op for c in all_cases}):

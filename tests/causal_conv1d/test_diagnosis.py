@@ -454,3 +454,134 @@ def test_newer_or_unknown_versions_are_refused_in_one_line(failing_rows, tmp_pat
                    tmp_path / "ancient.parquet")
     with pytest.raises(SuiteInputError, match="schema version 0 cannot be upgraded"):
         results.read_results([tmp_path / "ancient.parquet"])
+
+
+# ---------------------------------------------------------------- the period search
+
+def _pattern(shape, nouns, where, preferred=None):
+    """The period search's patterns of a mask with `where` set, by noun."""
+    bad = torch.zeros(shape, dtype=torch.bool)
+    bad[where] = True
+    return {p.noun: p for p in dg.axis_patterns("dx", bad, nouns, preferred)}
+
+
+def test_any_period_is_found_with_its_phase():
+    # the last 3 of every 40 steps (no 64- or 128-step tile the op knows of)
+    t = torch.arange(400)
+    p = _pattern((2, 4, 400), ("batch", "channel", "step"), (..., t % 40 >= 37))["step"]
+    assert (p.kind, p.period, sorted(p.residues)) == ("period", 40, [37, 38, 39])
+    assert p.words() == "in the last 3 steps of each 40-step tile"
+    # a period of 2 is not taken for 4, 6, ... (the smallest P that explains them)
+    p = _pattern((2, 4, 400), ("batch", "channel", "step"), (..., t % 2 == 1))["step"]
+    assert (p.period, sorted(p.residues)) == (2, [1])
+
+
+def test_every_tile_but_the_first_and_the_remainder_past_the_last_multiple():
+    p = _pattern((160, 4), ("channel", "tap"), (slice(64, None),))["channel"]
+    assert p.kind == "after" and p.every_tile_but_first() and not p.past_multiple_of(8)
+    assert p.words() == "in every 64-channel tile but the first (channels >= 64 of 160)"
+    # with one tile after the first, the same channels are the remainder past 64
+    p = _pattern((96, 4), ("channel", "tap"), (slice(64, None),))["channel"]
+    assert p.kind == "remainder" and p.past_multiple_of(64)
+    # steps 96..99 of 100: past the last multiple of 8 (and of 16, 32, 48, 96)
+    p = _pattern((2, 4, 100), ("batch", "channel", "step"), (..., slice(96, None)),
+                 {"step": (8, 64)})["step"]
+    assert p.kind == "remainder" and p.period == 8 and p.past_multiple_of(32)
+    assert not p.past_multiple_of(64) and "remainder 4" in p.words()
+    assert dg.remainder_periods(96, 100) == [6, 8, 12, 16, 24, 32, 48, 96]
+
+
+def test_single_rows_channels_and_the_first_and_last_index_of_each_axis():
+    shape, nouns = (5, 6, 70), ("batch", "channel", "step")
+    assert _pattern(shape, nouns, (slice(None), 3))["channel"].words() == \
+        "only in channel 3 (of 6)"
+    first = _pattern(shape, nouns, (..., 0))["step"]
+    assert first.first and first.suffix_start is None
+    last = _pattern(shape, nouns, (4,))["batch"]
+    assert last.last and last.suffix_start == 4 and last.words().startswith(
+        "only in the last batch")
+
+
+def test_scattered_errors_are_no_period_and_no_tile():
+    # three wrong elements past column 500: no "every 500-column tile but the first", no
+    # period with a clean rest; the row they share is all that holds
+    pats = _pattern((4, 1000), ("row", "column"), (0, [500, 700, 901]))
+    assert set(pats) == {"row"} and pats["row"].first
+    # random errors over a fifth of the elements: nothing along any axis
+    g = torch.Generator().manual_seed(3)
+    bad = torch.rand((8, 16, 300), generator=g) < 0.2
+    assert dg.axis_patterns("dx", bad, ("batch", "channel", "step")) == []
+
+
+def test_spread_is_checked_along_every_axis():
+    # dx wrong in one channel only, at every step: no time region holds it, the channel
+    # axis does, so it is not "spread" (the SiLU rules need spread errors)
+    bad = torch.zeros((2, 8, 50), dtype=torch.bool)
+    bad[:, 5] = True
+    locs = [p.location() for p in dg.axis_patterns("dx", bad, ("batch", "channel", "step"))]
+    ev = _ev(locs)
+    assert not ev.spread("dx") and ev.along("dx", "channel").t == 5
+    assert _ev([]).spread("dx")
+    # stored as locations and parsed back unchanged
+    p = ev.along("dx", "channel")
+    assert dg.AxisPattern.from_location(p.location()) == p
+
+
+def test_the_generic_rules_name_what_the_search_finds():
+    def cause_of(where, shape=(4, 200), nouns=("row", "column")):
+        bad = torch.zeros(shape, dtype=torch.bool)
+        bad[where] = True
+        locs = [p.location() for p in dg.axis_patterns("dx", bad, nouns, {"column": (8,)})]
+        return dg.candidates(SPEC.diagnosis, _ev(locs, **_plain_features()))
+    assert cause_of((slice(None), slice(197, None)))[0] == "remainder"
+    assert cause_of((slice(None), slice(64, None)))[0] == "tile_offset"
+    assert cause_of((slice(1, None),))[0] == "stride"
+    assert cause_of((3,))[0] == "last_index"
+    assert cause_of((slice(None), torch.arange(200) % 16 == 5))[0] == "tile_position"
+
+
+def _plain_features() -> dict:
+    return dict(SPEC.diagnosis.case_features(SPEC.params.defaults()))
+
+
+def test_conv1d_dweight_wrong_past_the_first_channel_tile_is_named_as_such():
+    def perturb(out, ctx):
+        out["dweight"][64:] += 1.0
+    row = planted(perturb, dim=160, seqlen=40)
+    assert row.verdict == "fail"
+    assert "dweight wrong in every 64-channel tile but the first" in row.diagnosis
+    assert row.diagnosis_cause == "tile_offset"
+
+
+def test_conv1d_dx_wrong_past_the_last_multiple_of_P_steps():
+    def perturb(out, ctx):
+        out["dx"][..., 96:] *= 1.5
+    row = planted(perturb, seqlen=100)
+    assert "dx wrong only past the last multiple of 8 steps" in row.diagnosis, \
+        row.diagnosis
+    assert row.diagnosis_cause == "remainder"
+
+
+# ---------------------------------------------------------------- evidence at run level
+
+def test_a_run_whose_failing_items_name_no_cause_is_unclassified():
+    # every item fails, none names a cause: the cause needing no feature would fit the
+    # features best, but no item supports it
+    scores = dg.score_causes(TOY, [{"silu": True, "bias": True, "n": i} for i in range(10)],
+                             [True] * 10, [()] * 10)
+    assert scores and all(s.support == 0 for s in scores)
+    assert dg.supported(scores, 10) is None
+    # one supporting item in ten is enough, none in 11 is not (SUPPORT = 10%)
+    scores = dg.score_causes(TOY, [{"silu": True, "bias": True, "n": i} for i in range(11)],
+                             [True] * 11, [("broad",)] + [()] * 10)
+    assert dg.supported(scores, 11) is None
+    assert dg.supported(scores, 10).cause == "broad"
+
+
+def test_a_few_wrong_rows_are_no_period():
+    # 4 wrong rows of 13 fit "3 of every 6 rows" with a clean rest; too few repeats
+    pats = _pattern((13, 50), ("row", "column"), ([0, 1, 4, 7], 3))
+    assert "row" not in pats or pats["row"].kind != "period"
+    # 9 rows of 13, rows 1-3 of each 4: a period of 4
+    rows = [r for r in range(13) if r % 4]
+    assert _pattern((13, 50), ("row", "column"), (rows,))["row"].period == 4

@@ -422,7 +422,7 @@ def _profile_file(tmp_path):
 @pytest.mark.parametrize("profile, groups", [
     ("smoke", {"sm"}),
     ("ci", {"sm", "ci"}),
-    ("gpu", {"gpu", "both"}),
+    ("gpu", {"sm", "ci", "gpu", "both"}),  # nested: gpu runs smoke and ci too
     ("perf", {"perf", "both"}),
     ("nightly", {"sm", "ci", "gpu", "both"}),
 ])
@@ -442,7 +442,7 @@ def test_profile_includes_as_documented():
 
 def test_in_profile_of_smoke_and_perf_cases(tmp_path):
     cs = {c.group: c for c in load_file(_profile_file(tmp_path))}
-    assert [p for p in PROFILES if cs["sm"].in_profile(p)] == ["smoke", "ci", "nightly"]
+    assert [p for p in PROFILES if cs["sm"].in_profile(p)] == ["smoke", "ci", "gpu", "nightly"]
     assert [p for p in PROFILES if cs["perf"].in_profile(p)] == ["perf"]
 
 
@@ -661,3 +661,340 @@ def test_file_whose_cases_are_all_in_other_profiles_defines_cases(tmp_path):
     p = write(tmp_path, HEAD + sweep(name="g", tags='["gpu"]'))
     assert load_cases([p], profile="smoke") == []
     assert len(load_file(p)) == 1
+
+
+# ------------------------------------------------------------------ nested profiles
+
+NESTED = ("smoke", "ci", "gpu", "nightly")
+
+
+def test_profiles_are_nested():
+    """smoke < ci < gpu < nightly: each runs every case of the cheaper ones; perf apart."""
+    for cheaper, dearer in itertools.pairwise(NESTED):
+        assert cases_mod.profile_tags(cheaper) < cases_mod.profile_tags(dearer), dearer
+    assert cases_mod.profile_tags("perf") == {"perf"}
+    assert all("perf" not in cases_mod.profile_tags(p) for p in NESTED)
+
+
+def test_nested_profiles_on_the_repository_cases():
+    ids = {p: {c.id for c in load_cases(profile=p)} for p in PROFILES}
+    for cheaper, dearer in itertools.pairwise(NESTED):
+        assert ids[cheaper] <= ids[dearer], (cheaper, dearer, sorted(ids[cheaper] - ids[dearer])[:3])
+        assert ids[cheaper] != ids[dearer] or dearer == "nightly"
+    perf_only = {c.id for c in load_cases() if c.tags == {"perf"}}
+    assert perf_only and not perf_only & ids["nightly"]
+
+
+def test_profile_skip_of_nested_profiles(tmp_path, monkeypatch):
+    p = _profile_file(tmp_path)
+    seen = _count_check_case(monkeypatch)
+    assert {c.group for c in load_cases([p], profile="gpu")} == {"sm", "ci", "gpu", "both"}
+    assert len(seen) == 4  # perf was not expanded
+
+
+# ------------------------------------------------------------------ covering sweeps
+
+PAIRWISE_BODY = ('combine = "pairwise"\nwidth = [2, 3, 4]\nseqlen = [1, 7, 64]\n'
+                 'dtype = ["float32", "float16", "bfloat16"]\n'
+                 'layout = ["channel_first", "channel_last"]\nbias = [true, false]\n')
+
+
+def _pairs(cases, keys):
+    return {((a, json_safe(c.params[a])), (b, json_safe(c.params[b])))
+            for c in cases for a, b in itertools.combinations(keys, 2)}
+
+
+def test_pairwise_sweep_covers_every_pair_with_fewer_cases(tmp_path):
+    p = write(tmp_path, HEAD + sweep(PAIRWISE_BODY, name="pw"))
+    cov = []
+    got = load_cases([p], coverage=cov)
+    keys = ["width", "seqlen", "dtype", "layout", "bias"]
+    full = load_file(write(tmp_path, HEAD + sweep(PAIRWISE_BODY.split("\n", 1)[1], name="pw"),
+                           "full.toml"))
+    assert len(full) == 108 and 9 <= len(got) < 20
+    assert _pairs(got, keys) == _pairs(full, keys)
+    # ids and seeds are those of the same parameters in a cartesian sweep of the name
+    by_id = {c.id: c for c in full}
+    for c in got:
+        assert c.id in by_id and by_id[c.id].seed == c.seed
+        assert dict(by_id[c.id].params) == dict(c.params)
+    (s,) = cov
+    assert (s.name, s.strength, s.cases, s.product, s.uncoverable) == ("pw", 2, len(got), 108, ())
+
+
+def test_strength_3_covers_every_triple(tmp_path):
+    p = write(tmp_path, HEAD + sweep(PAIRWISE_BODY.replace('combine = "pairwise"',
+                                                           "strength = 3"), name="t3"))
+    got = load_file(p)
+    keys = ["width", "seqlen", "dtype", "layout", "bias"]
+    triples = {tuple((k, c.params[k]) for k in sub)
+               for c in got for sub in itertools.combinations(keys, 3)}
+    want = 0
+    for sub in itertools.combinations(keys, 3):
+        values = {"width": 3, "seqlen": 3, "dtype": 3, "layout": 2, "bias": 2}
+        want += values[sub[0]] * values[sub[1]] * values[sub[2]]
+    assert len(triples) == want and 27 <= len(got) < 108
+
+
+def test_covering_sweep_is_deterministic_and_ids_stay_when_a_value_is_added(tmp_path):
+    a = load_file(write(tmp_path, HEAD + sweep(PAIRWISE_BODY, name="pw"), "a.toml"))
+    assert [c.id for c in a] == [c.id for c in load_file(tmp_path / "a.toml")]
+    wider = PAIRWISE_BODY.replace("seqlen = [1, 7, 64]", "seqlen = [1, 7, 64, 300]")
+    b = load_file(write(tmp_path, HEAD + sweep(wider, name="pw"), "b.toml"))
+    ids_b = {json_key(c): c for c in b}
+    kept = [c for c in a if json_key(c) in ids_b]
+    assert kept  # some cases stay ...
+    for c in kept:  # ... under the same id and seed
+        assert ids_b[json_key(c)].id == c.id and ids_b[json_key(c)].seed == c.seed
+    for c in a + b:
+        assert c.id == f"{OP}/pw/{SPEC.params.case_id(dict(c.params))}"
+
+
+def json_key(case) -> str:
+    import json
+
+    return json.dumps(dict(case.params), sort_keys=True)
+
+
+def test_covering_avoids_impossible_combinations_and_reports_pairs(tmp_path):
+    # chunks [40] leaves no last chunk of seqlen 16 (check_case), seq_idx with chunks is
+    # not defined, and one pair is excluded: none of it is an error in a covering sweep
+    body = ('combine = "pairwise"\nseqlen = [16, 64]\nchunks = [[], [3, 4], [40]]\n'
+            'seq_idx = ["none", "random"]\nwidth = [2, 3]\n'
+            'exclude = [{width = 2, seqlen = 64}]\n')
+    p = write(tmp_path, HEAD + sweep(body, name="cov"))
+    cov = []
+    got = load_cases([p], coverage=cov)
+    for c in got:
+        assert SPEC.check_case(dict(c.params)) is None, c.id
+        assert not (c.params["width"] == 2 and c.params["seqlen"] == 64), c.id
+    pairs = _pairs(got, ["seqlen", "chunks", "seq_idx", "width"])
+    assert (("seqlen", 64), ("chunks", (40,))) in pairs  # the valid ones are still held
+    assert (("chunks", (3, 4)), ("seq_idx", "none")) in pairs
+    (s,) = cov
+    shown = {u.text(): u.reason for u in s.uncoverable}
+    # width 2 forces seqlen 16 (the exclude), which chunks [40] does not fit
+    assert set(shown) == {"seqlen=16, chunks=[40]", "seqlen=64, width=2", "width=2, chunks=[40]",
+                          "seq_idx='random', chunks=[3, 4]", "seq_idx='random', chunks=[40]"}
+    assert "leaves no last chunk" in shown["seqlen=16, chunks=[40]"]
+    assert "excluded by" in shown["seqlen=64, width=2"]
+    assert "packed sequences" in shown["seq_idx='random', chunks=[3, 4]"]
+    # the same sweep as a cartesian product is refused on its first impossible combination
+    load_error(write(tmp_path, HEAD + sweep(body.split("\n", 1)[1], name="cov"), "cart.toml"),
+               'sweep "cov"', 'key "chunks"')
+
+
+def test_covering_sweep_without_any_valid_case_is_an_error(tmp_path):
+    p = write(tmp_path, HEAD + sweep('combine = "pairwise"\nseqlen = [4, 5]\n'
+                                     'chunks = [[10], [20]]\n', name="none"))
+    load_error(p, 'sweep "none"', 'key "chunks"', "in every combination")
+
+
+@pytest.mark.parametrize("body, key, what", [
+    ('combine = "pairs"\n', "combine", "'pairs' is not one of: cartesian, pairwise"),
+    ("combine = 2\n", "combine", "expected one of cartesian, pairwise, got 2"),
+    ('strength = "3"\n', "strength", "expected an integer, got '3'"),
+    ("strength = true\n", "strength", "expected an integer, got True"),
+    ("strength = 1\n", "strength", "2 <= strength"),
+    ("strength = 4\n", "strength", "this sweep has 3 list-valued keys (seqlen, width, dtype)"),
+    ('combine = "cartesian"\nstrength = 2\n', "strength", "no strength"),
+    ('combine = "pairwise"\nstrength = 3\n', "strength", "is strength 2, not 3"),
+], ids=["unknown", "not-a-string", "str-strength", "bool-strength", "strength-1",
+        "strength-above-keys", "cartesian-with-strength", "pairwise-with-3"])
+def test_combine_and_strength_are_checked(tmp_path, body, key, what):
+    p = write(tmp_path, HEAD + sweep(body + 'seqlen = [8, 9]\nwidth = [2, 3]\n'
+                                     'dtype = ["float32", "bfloat16"]\n', name="cw"))
+    load_error(p, 'sweep "cw"', f'key "{key}"', what)
+
+
+def test_pairwise_needs_two_list_valued_keys(tmp_path):
+    p = write(tmp_path, HEAD + sweep('combine = "pairwise"\nwidth = [2, 3]\n', name="one"))
+    load_error(p, 'sweep "one"', 'key "combine"', "strength 2 needs",
+               "1 list-valued key (width)")
+
+
+@pytest.mark.parametrize("key, value", [("combine", '"pairwise"'), ("strength", "2")])
+def test_combine_in_a_case_is_refused(tmp_path, key, value):
+    p = write(tmp_path, HEAD + sweep(f"{key} = {value}\n", name="c1", kind="case"))
+    load_error(p, 'case "c1"', f'key "{key}"', "only a [[sweep]]")
+
+
+def test_cartesian_is_the_default_and_can_be_named(tmp_path):
+    body = "width = [2, 3, 4]\nseqlen = [1, 7]\n"
+    a = load_file(write(tmp_path, HEAD + sweep(body), "a.toml"))
+    b = load_file(write(tmp_path, HEAD + sweep('combine = "cartesian"\n' + body), "b.toml"))
+    assert [c.id for c in a] == [c.id for c in b] and len(a) == 6
+
+
+def test_size_limit_is_for_the_cartesian_product_only(tmp_path, monkeypatch):
+    """A covering sweep over 3,000,000 combinations loads without --allow-large and
+    without walking the product; its t-tuples are what the limit counts."""
+    seen = _count_check_case(monkeypatch)
+    body = _huge(300).replace('name = "huge"\n', 'name = "huge"\ncombine = "pairwise"\n')
+    p = write(tmp_path, HEAD + body)
+    got = load_file(p)
+    assert 30_000 <= len(got) <= 31_000  # 300 x 100 pairs of batch and dim
+    assert len(seen) < 500_000  # far from the 3,000,000 combinations
+    keys = ["batch", "dim", "seqlen"]
+    assert len(_pairs(got, keys)) == 300 * 100 + 300 * 100 + 100 * 100
+    # the limit counts the t-tuples of a covering sweep
+    small = write(tmp_path, HEAD + sweep('strength = 3\nwidth = [2, 3, 4]\nseqlen = [1, 2]\n'
+                                         'dim = [8, 16]\nbatch = [1, 2]\n', name="t3"), "t.toml")
+    with pytest.raises(SuiteInputError) as info:
+        load_file(small, max_sweep=40)
+    assert "44 value 3-tuples to cover, more than 40" in info.value.what
+    assert "--allow-large" in info.value.what
+    assert len(load_file(small, max_sweep=44)) >= 12
+    # and the cartesian limit still applies to the same lists without combine
+    load_error(write(tmp_path, HEAD + _huge(300), "cart.toml"), "3,000,000 combinations")
+
+
+def test_list_shows_covering_sweeps_against_the_product(tmp_path, capsys):
+    from suite.cli import main
+
+    p = write(tmp_path, HEAD + sweep(PAIRWISE_BODY, name="pw", tags='["ci"]')
+              + sweep('combine = "pairwise"\nseqlen = [16, 64]\nchunks = [[], [40]]\n'
+                      'width = [2, 3]\n', name="cov", tags='["ci"]'))
+    assert main(["list", "--cases", str(p), "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    section = out.split("covering sweeps", 1)[1].split("cases per profile", 1)[0]
+    n_pw = len(load_file(p)) - len([c for c in load_file(p) if c.group == "cov"])
+    n_cov = len([c for c in load_file(p) if c.group == "cov"])
+    assert f"{OP:<20} 2 sweeps: {n_pw + n_cov} cases against {108 + 8}" in section
+    assert f'"pw" (pairwise): {n_pw} against 108' in section
+    assert f'"cov" (pairwise): {n_cov} against 8, 1 not coverable' in section
+    assert "not coverable: seqlen=16, chunks=[40]: chunk lengths sum to 40" in section
+    # what list printed before stays: the profile table and the implementations
+    assert "cases per profile" in out and "implementations (device cpu)" in out
+    assert main(["list", "--cases", str(p), "--op", "softmax"]) == 0
+    assert "covering sweeps" not in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ the repository's matrices
+
+# Per op, the features that must meet pairwise within the ci profile (and so the gpu one):
+# param -> the values that count (others are ignored), or a function of the case.
+_FEATURES = {
+    "causal_conv1d": {
+        "layout": None, "seq_idx": None, "initial_states": None, "final_states": None,
+        "width": (2, 3, 4), "dtype": None, "activation": None, "bias": None,
+        "weight_dtype": None, "dout_layout": None, "x_sliced": None,
+        "length": lambda p: "short" if p["seqlen"] < p["width"] else
+                            "long" if p["seqlen"] >= 64 else None,
+    },
+    "softmax": {
+        "dropout": None, "mask": None, "dtype": None, "p": (0.0, 0.1, 0.9),  # scale 1, ~1, 10
+        "length % 8": lambda p: p["length"] % 8 == 0,
+        "warp row": lambda p: p["length"] <= 256,
+        "rows % 4": lambda p: p["rows"] % 4 == 0 if p["rows"] > 1 else None,
+    },
+    "layer_norm": {
+        "affine": None, "dtype": None, "weight_dtype": None,
+        "rows": lambda p: "one" if p["rows"] == 1 else "many" if p["rows"] > 4 else None,
+        "hidden % 8": lambda p: p["hidden"] % 8 == 0 if p["hidden"] > 2 else None,
+        "large mean": lambda p: p["x_mean"] != 0, "tiny var": lambda p: p["x_std"] < 1,
+    },
+}
+
+
+def _feature(case, name, how):
+    p = case.params
+    if callable(how):
+        return how(p)
+    v = p[name]
+    return v if how is None or v in how else None
+
+
+@pytest.mark.parametrize("op", sorted(_FEATURES))
+def test_every_feature_meets_every_other_in_ci(op):
+    cases = load_cases(op=op, profile="ci")
+    feats = _FEATURES[op]
+    seen = set()
+    values = {f: [] for f in feats}
+    for c in cases:
+        vals = {f: _feature(c, f, how) for f, how in feats.items()}
+        for f, v in vals.items():
+            if v is not None and v not in values[f]:
+                values[f].append(v)
+        for a, b in itertools.combinations(feats, 2):
+            if vals[a] is not None and vals[b] is not None:
+                seen.add((a, json_safe(vals[a]), b, json_safe(vals[b])))
+    spec = registry.op(op)
+    missing = []
+    base = dict(next(iter(cases)).params)
+    for a, b in itertools.combinations(feats, 2):
+        for va, vb in itertools.product(values[a], values[b]):
+            if (a, json_safe(va), b, json_safe(vb)) in seen:
+                continue
+            if a in spec.params.by_name and b in spec.params.by_name:
+                trial = dict(base, **{a: va, b: vb})
+                if a in ("p", "mask") or b in ("p", "mask"):
+                    trial["dropout"] = trial["dropout"] or "dropout" not in (a, b)
+                if spec.check_case(trial):
+                    continue  # impossible together
+            missing.append(f"{a}={va!r} x {b}={vb!r}")
+    assert not missing, f"{op}: pairs no ci case holds: {missing[:10]}"
+
+
+def json_safe(v):
+    return tuple(v) if isinstance(v, list) else v
+
+
+_BOUNDARIES = {
+    # op -> (description, predicate over params): each needs a ci case
+    "causal_conv1d": [
+        ("dim > 512, not a multiple of 8", lambda p: p["dim"] > 512 and p["dim"] % 8),
+        ("batch x dim > 1024, odd", lambda p: 1024 < p["batch"] * p["dim"] and
+         p["batch"] * p["dim"] % 2),
+        ("batch x dim > 65536, odd", lambda p: p["batch"] * p["dim"] > 65536 and
+         p["batch"] * p["dim"] % 2),
+        ("batch > 1024", lambda p: p["batch"] > 1024),
+    ],
+    # gpu only: seconds per case in the CPU CI's mutant run
+    "causal_conv1d gpu": [
+        ("batch > 65535 (CUDA's grid limit)", lambda p: p["batch"] > 65535),
+        ("dim > 65536", lambda p: p["dim"] > 65536),
+    ],
+    "layer_norm": [
+        ("rows > 1024, odd", lambda p: p["rows"] > 1024 and p["rows"] % 2),
+        ("rows > 65536, odd", lambda p: p["rows"] > 65536 and p["rows"] % 2),
+        ("hidden > 8192, not a multiple of 8", lambda p: p["hidden"] > 8192 and p["hidden"] % 8),
+        ("hidden > 8192, a multiple of 8", lambda p: p["hidden"] > 8192 and not p["hidden"] % 8),
+    ],
+    "softmax": [
+        ("rows > 1024, odd", lambda p: p["rows"] > 1024 and p["rows"] % 2),
+        ("rows > 65536, odd", lambda p: p["rows"] > 65536 and p["rows"] % 2),
+        ("length > 32768, not a multiple of 8", lambda p: p["length"] > 32768 and p["length"] % 8),
+        ("length > 32768, 16-byte aligned 16-bit rows", lambda p: p["length"] > 32768 and
+         not p["length"] % 8 and p["dtype"] != "float32"),
+        ("length > 16384 fp32, not a multiple of 4", lambda p: p["length"] > 16384 and
+         p["length"] % 4 and p["dtype"] == "float32"),
+    ],
+}
+
+
+@pytest.mark.parametrize("op", ["causal_conv1d", "layer_norm", "softmax"])
+@pytest.mark.parametrize("profile", ["ci", "gpu"])
+def test_cheap_profiles_reach_past_every_block_boundary(op, profile):
+    cases = load_cases(op=op, profile=profile)
+    wanted = _BOUNDARIES[op] + _BOUNDARIES.get(f"{op} {profile}", [])
+    missing = [what for what, pred in wanted if not any(pred(c.params) for c in cases)]
+    assert not missing, f"{op} {profile}: no case with {missing}"
+
+
+def test_a_covering_is_built_once_per_sweep_and_check(tmp_path, monkeypatch):
+    built = []
+    real = cases_mod.covering.cover
+
+    def counting(*args, **kwargs):
+        built.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cases_mod.covering, "cover", counting)
+    p = write(tmp_path, HEAD + sweep(PAIRWISE_BODY.replace("[1, 7, 64]", "[1, 7, 65]"),
+                                     name="once"))
+    first = [(c.id, c.seed) for c in load_file(p)]
+    assert [(c.id, c.seed) for c in load_file(p)] == first and len(built) == 1
+    # another check_case (another op spec) is another covering
+    seen = _count_check_case(monkeypatch)
+    assert [(c.id, c.seed) for c in load_file(p)] == first and len(built) == 2 and seen

@@ -168,7 +168,8 @@ def test_fully_dropped_rows_give_exact_zeros(dtype):
     assert dx[0::3].abs().max() > 0 and dx[2::3].abs().max() > 0
 
     for impl in registry.implementations(OP):
-        if impl.unsupported_reason(p, "cpu"):
+        # mutants are broken on purpose (one inverts the mask): not held to this
+        if impl.kind == "mutant" or impl.unsupported_reason(p, "cpu"):
             continue
         out = {"dx": torch.full_like(t["y"], float("nan"))}
         impl.fn(**t, **inputs.attrs, out=out)

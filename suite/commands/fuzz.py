@@ -1,0 +1,275 @@
+"""Fuzz one implementation: cases drawn from the op's parameter domains, run like any
+run, every distinct failure shrunk to a minimal case and printed as a case-file block.
+
+Cases are drawn deterministically from --seed within a size profile (--size small: a few
+thousand elements, CPU seconds; gpu: up to millions), skipping combinations the op
+refuses, keeps out of fuzzing on this device (its fuzz bounds: degenerate data, or a
+yardstick wrong by itself) or the implementation cannot run; they run through the driver (worker processes
+as `run`; --workers 0 in this process), rows to one parquet file (profile "fuzz"). The
+drawing stops after --budget cases or --time seconds. Each distinct failure (same
+verdict, failure kind and first failing output) is shrunk in this process from its
+smallest failing case, at most --shrink-tries items each; the minimal case's row is
+added to the same results file (tags fuzz, shrunk) and its block printed on stdout.
+
+Exit status: 0 when nothing failed, 1 when failures were found (their blocks printed),
+2 on bad input (before anything runs), 130 when interrupted (finished rows are kept).
+More in docs/fuzz.md.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+
+HELP = "draw cases from the parameter domains, run them, shrink each failure to a minimal case"
+DEFAULT_BUDGET = 100
+TIME_ONLY_BUDGET = 10_000_000  # cases at most when only --time bounds the run
+ROUND = 500  # under --time, cases are drawn and run in rounds: ROUND, then doubling the total
+DEFAULT_SHRINK_TRIES = 200
+MISSES = 10_000  # draws in a row that are all skipped: the domains hold nothing runnable
+
+
+def add_arguments(p) -> None:
+    from suite.cli import DEFAULT_RESULTS_DIR
+    from suite.fuzz.sizes import SIZES
+
+    g = p.add_argument_group("what to fuzz")
+    g.add_argument("--op", metavar="OP", required=True, help="the op")
+    g.add_argument("--impl", metavar="NAME", required=True,
+                   help="one implementation of the op (a mutant too), or "
+                        "[OP=]package.module:object")
+    g.add_argument("--device", metavar="DEV",
+                   help="torch device (default: cuda when available, else cpu)")
+    g = p.add_argument_group("drawing")
+    g.add_argument("--budget", type=int, metavar="N",
+                   help=f"run N drawn cases (default {DEFAULT_BUDGET} without --time)")
+    g.add_argument("--time", type=float, metavar="S",
+                   help="stop drawing after S seconds (with --budget: whichever comes first)")
+    g.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the drawing (default 0): the same seed draws the same cases")
+    g.add_argument("--size", choices=tuple(SIZES), default="small",
+                   help="size profile: " + "; ".join(f"{s.name}: {s.doc}"
+                                                      for s in SIZES.values())
+                        + " (default small)")
+    g = p.add_argument_group("checks and shrinking")
+    g.add_argument("--repeats", type=int, default=2, metavar="R",
+                   help="calls per item for the determinism check (default 2; 1 disables)")
+    g.add_argument("--shrink-tries", type=int, default=DEFAULT_SHRINK_TRIES, metavar="N",
+                   help=f"items run at most to shrink one failure (default "
+                        f"{DEFAULT_SHRINK_TRIES}; 0: no shrinking)")
+    g = p.add_argument_group("isolation")
+    g.add_argument("--workers", type=int, metavar="N",
+                   help="worker processes running the drawn items (default as run: one per "
+                        "visible GPU, one on a CPU; 0: in this process). Shrinking runs in "
+                        "this process")
+    g.add_argument("--item-timeout", type=float, metavar="S",
+                   help="an item still running after S seconds is recorded as timeout and "
+                        "its worker killed (default 600)")
+    g = p.add_argument_group("output")
+    g.add_argument("--out", type=Path, default=DEFAULT_RESULTS_DIR, metavar="DIR",
+                   help="folder for the results file <run id>.parquet (default results/)")
+    g.add_argument("--output", type=Path, metavar="FILE", help="exact results file path")
+    g.add_argument("--force", action="store_true",
+                   help="replace --output when it exists (otherwise refused)")
+    g.add_argument("--quiet", action="store_true", help="no progress lines")
+    # for suite.commands.run.pool_options: fuzzing never times, so workers may share a GPU
+    p.set_defaults(no_timing=True)
+
+
+def check_options(args) -> None:
+    from suite.cli import at_least
+    from suite.errors import SuiteInputError
+
+    for name, low in (("budget", 1), ("repeats", 1), ("shrink_tries", 0), ("workers", 0)):
+        at_least(args, name, low)
+    at_least(args, "time", 0, above=True)
+    at_least(args, "item_timeout", 0, above=True)
+    if args.seed < 0 or args.seed > 2**63 - 1:
+        raise SuiteInputError("--seed", f"must be a non-negative 64-bit integer, got "
+                                        f"{args.seed}")
+
+
+def select_impl(op_name: str, name: str, device):
+    """The one implementation --impl names, of --op, runnable on the device."""
+    from suite import registry
+    from suite.errors import SuiteInputError
+
+    names = [n.strip() for n in name.split(",") if n.strip()]
+    if len(names) != 1:
+        raise SuiteInputError("--impl", f"name one implementation, got {name!r}")
+    chosen = registry.select_implementations(op_name, names, include_mutants=True,
+                                             default_op=op_name)
+    if not chosen:
+        ops = sorted(i.op for i in registry.implementations() if i.name == names[0])
+        raise SuiteInputError("--impl", f"{names[0]!r} is not an implementation of "
+                                        f"{op_name} (it is one of {', '.join(ops)})")
+    impl = chosen[0]
+    if not impl.enabled:
+        raise SuiteInputError("--impl", f"{impl.name} is disabled here: "
+                                        f"{impl.disabled_reason}")
+    if device.type not in impl.devices:
+        raise SuiteInputError("--device", f"{impl.name} runs on {', '.join(impl.devices)} "
+                                          f"only, not {device.type}")
+    return impl
+
+
+class _TimeUp(Exception):
+    """Raised by the sink when --time has passed: the driver stops its workers."""
+
+
+class _Collect:
+    """The run's sink: keeps the rows, notes the first failure, stops at --time."""
+
+    def __init__(self, index: dict, started: float, deadline: float):
+        self.rows, self.index, self.started, self.deadline = [], index, started, deadline
+        self.first = None  # (case number, seconds) of the first failure
+
+    def add(self, row) -> None:
+        self.rows.append(row)
+        if self.first is None and row.verdict.bad and not row.expected:
+            self.first = (self.index.get(row.case_id, 0), time.monotonic() - self.started)
+        if time.monotonic() > self.deadline:
+            raise _TimeUp
+
+
+def _comments(impl, shrunk, row, original_id: str) -> list[str]:
+    tries = f"{shrunk.tries} tries" + (", stopped at --shrink-tries" if shrunk.exhausted
+                                       else "")
+    return [f"found by `python -m suite fuzz` on {impl.name}: {original_id}, shrunk "
+            f"to this case in {shrunk.steps} steps ({tries})",
+            f"failure: {shrunk.failure}: {row.reason}",
+            f"diagnosis: {row.diagnosis or '(none)'}"]
+
+
+def main(args) -> int:
+    import dataclasses
+    import itertools
+
+    from suite import registry, results
+    from suite.commands.run import pool_options
+    from suite.driver import Driver, Tee
+    from suite.errors import SuiteInputError
+    from suite.fuzz.draw import TAGS, DrawStats, draw_cases, fuzz_case, refusal
+    from suite.fuzz.shrink import failure_of, input_numel, shrink
+    from suite.fuzz.sizes import SIZES
+    from suite.fuzz.toml import case_block, case_name
+    from suite.plan import Plan
+    from suite.progress import Progress
+    from suite.runner import RunOptions
+    from suite.selection import parse_device
+
+    check_options(args)
+    dev = parse_device(args.device)
+    spec = registry.op(args.op, where="--op")
+    impl = select_impl(spec.name, args.impl, dev)
+    if args.output:
+        results.check_writable(args.output, args.force)
+    else:
+        results.check_folder(args.out, "--out")
+    size = SIZES[args.size]
+    budget = args.budget or (TIME_ONLY_BUDGET if args.time else DEFAULT_BUDGET)
+
+    started = time.monotonic()
+    stats = DrawStats()
+    draws = draw_cases(spec, impl, dev.type, args.seed, size, stats, max_attempts=MISSES)
+    first_round = list(itertools.islice(draws, min(budget, ROUND) if args.time else budget))
+    if not first_round:
+        raise SuiteInputError("--op", f"no case of {spec.name} drawn under --size "
+                                      f"{size.name} can run on {impl.name} ({stats.line()})")
+    run = results.environment(dev, "fuzz")
+    out_path = args.output or args.out / f"{run.run_id}.parquet"
+    pool = pool_options(args, dev, "fuzz", out_path.with_name(out_path.name + ".workers"))
+    workers = f", {pool.workers} worker{'s' * (pool.workers > 1)}" if pool else ""
+    limit = (f"{budget} cases" if args.budget or not args.time else "") \
+        + (" or " if args.budget and args.time else "") \
+        + (f"{args.time:g} s" if args.time else "")
+    print(f"fuzz {run.run_id}: {spec.name} x {impl.name}, seed {args.seed}, size "
+          f"{size.name}, up to {limit} on {dev} ({run.device_name}){workers}, results -> "
+          f"{out_path}", file=sys.stderr)
+
+    opts = RunOptions(device=dev, golden_device=dev, repeats=args.repeats, timing=False)
+    writer = results.ResultsWriter(out_path, overwrite=args.force)
+    deadline = started + args.time if args.time else math.inf
+    cases: list = []
+    index: dict = {}
+    sink = _Collect(index, started, deadline)
+    driver = Driver(opts, run, None, pool)
+    stopped, batch, bad = "", first_round, []
+    try:
+        # rounds of drawn cases, each run through the driver: one round of --budget cases,
+        # or, under --time, rounds of ROUND, ROUND, 2 ROUND, 4 ROUND... until the time is up
+        while batch:
+            for c in batch:
+                index[c.id] = len(cases) + 1
+                cases.append(c)
+            progress = [] if args.quiet else [Progress(len(batch))]
+            try:
+                driver.run(Plan.of(batch, lambda op: [impl]), Tee(writer, sink, *progress))
+            except _TimeUp:
+                stopped = f"; stopped at --time {args.time:g} s"
+                break
+            finally:
+                for pr in progress:
+                    pr.close()
+            left = budget - len(cases)
+            batch = list(itertools.islice(draws, min(left, len(cases))))
+        rows = sink.rows
+        elapsed = time.monotonic() - started
+        bad = [r for r in rows if r.verdict.bad and not r.expected]
+        print(f"{len(rows)} items run in {elapsed:.1f} s{stopped}: {len(bad)} failed"
+              + (f" (first: case {sink.first[0]}, after {sink.first[1]:.1f} s)"
+                 if sink.first else "") + f"; {stats.line()}", file=sys.stderr)
+
+        groups: dict = {}
+        timeouts = []
+        for r in bad:
+            f = failure_of(r)
+            if f is None:
+                timeouts.append(r)
+            else:
+                groups.setdefault(f.core, []).append(r)
+        for r in timeouts:
+            print(f"not shrunk ({r.verdict}): {r.case_id}: {r.reason}", file=sys.stderr)
+
+        shrinker = Driver(opts, run)
+        by_id = {c.id: c for c in cases}
+        numel = {}
+
+        def size_of(r):
+            if r.case_id not in numel:
+                numel[r.case_id] = input_numel(spec, by_id[r.case_id].params)
+            return numel[r.case_id]
+
+        def run_one(params):
+            case = fuzz_case(spec, params)
+            return shrinker.rows(Plan.single(spec, case, impl))[0]
+
+        def can_run(params):
+            return refusal(spec, impl, params, dev.type) is None
+
+        for k, (failure, members) in enumerate(groups.items(), start=1):
+            # the smallest, preferring one where the yardstick is not as wrong
+            first = min(members, key=lambda r: (failure_of(r).yardstick_too, size_of(r)))
+            print(f"shrinking {failure} ({len(members)} failing cases) from {first.case_id}",
+                  file=sys.stderr)
+            shrunk = shrink(spec, dict(by_id[first.case_id].params), first, run_one,
+                            can_run, args.shrink_tries, device_type=dev.type)
+            final = dataclasses.replace(shrunk.row, tags=sorted(TAGS + ("shrunk",)))
+            writer.add(final)
+            case = fuzz_case(spec, shrunk.params)
+            name = case_name(f"fuzz-{impl.name}" + (f"-{k}" if len(groups) > 1 else ""))
+            print(case_block(spec, shrunk.params, name, case.seed,
+                             _comments(impl, shrunk, final, first.case_id)))
+            print(f"  {failure}: {shrunk.start_key[0]} -> {shrunk.key[0]} input elements "
+                  f"in {shrunk.steps} steps, {shrunk.tries} tries: {case.id}",
+                  file=sys.stderr)
+    except KeyboardInterrupt:
+        writer.close()
+        print(f"\ninterrupted: {len(sink.rows)} finished items kept in {out_path}",
+              file=sys.stderr)
+        return 130
+    writer.close()
+    print(f"results: {out_path}", file=sys.stderr)
+    return 1 if bad else 0
