@@ -12,6 +12,11 @@ An implementation is called in destination-passing style:
 arguments, and `outputs` a dict of preallocated, NaN-poisoned tensors that the
 implementation must overwrite completely. The harness owns allocation so that an element
 the implementation never wrote is found by its poison bit pattern ("unwritten output").
+
+An op may declare inputs that the implementation updates in place (`mutates`, an optimizer's
+parameters and moments): each call gets fresh copies of them (never poisoned: they are read
+too), and after the call those copies are its outputs of the same name. An input may be a
+list of tensors (a model's parameter list), for multi-tensor implementations.
 """
 
 from __future__ import annotations
@@ -52,10 +57,30 @@ class CaseInputs:
         for k, t in self.tensors.items():
             if t is None:
                 continue
+            if isinstance(t, (list, tuple)):
+                dts = sorted({str(x.dtype).removeprefix('torch.') for x in t})
+                parts.append(f"{k}[{len(t)}: {' '.join(str(tuple(x.shape)) for x in t[:4])}"
+                             f"{' ...' if len(t) > 4 else ''}]:{','.join(dts)}")
+                continue
             parts.append(f"{k}{tuple(t.shape)}:{str(t.dtype).removeprefix('torch.')}"
                          f"@{tuple(t.stride())}")
         parts += [f"{k}={v!r}" for k, v in self.attrs.items()]
         return " ".join(parts)
+
+
+def tensor_list(v) -> list:
+    """The tensors of one input or output: [] for None, [t] for a tensor, the list itself."""
+    if v is None:
+        return []
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def map_tensors(fn, v):
+    """fn applied to a tensor, or to each tensor of a list (kept a list); other values as
+    they are."""
+    if isinstance(v, (list, tuple)):
+        return [fn(x) if isinstance(x, torch.Tensor) else x for x in v]
+    return fn(v) if isinstance(v, torch.Tensor) else v
 
 
 # Allocator handed to `OpSpec.invoke`: (name, like-tensor spec) -> poisoned tensor.
@@ -106,6 +131,10 @@ class OpSpec:
     # None: failing items get no localisation
     diagnosis: Optional[Any] = None
 
+    # names of inputs the implementation updates in place (each also an output name):
+    # every call gets fresh copies, and the updated copies are checked against the golden
+    mutates: tuple = ()
+
     tags: tuple = field(default=())
 
     def __post_init__(self):
@@ -116,6 +145,8 @@ class OpSpec:
         defaults = self.params.defaults()
         if not self.outputs(defaults):
             raise ValueError(f"op {self.name}: default params produce no outputs")
+        if not isinstance(self.mutates, tuple):
+            raise ValueError(f"op {self.name}: mutates must be a tuple of input names")
 
     def call(self, fn, inputs: CaseInputs, params: Mapping, allocate) -> dict:
         return self.invoke(self, fn, inputs, params, allocate)

@@ -23,15 +23,15 @@ from suite import cuda_fault, registry, tolerances
 from suite.cases import Case
 from suite.diagnosis import diagnose_item
 from suite.inputs import DTYPES, generator, perturbed, poison_
-from suite.opspec import CaseInputs, OpSpec, call_once
+from suite.opspec import CaseInputs, OpSpec, call_once, map_tensors, tensor_list
 from suite.outcomes import Determinism, FailureKind, Verdict
 from suite.registry import Implementation
 from suite.results import params_json
 from suite.roofline import Ceilings, roofline, same_bytes_copy_s
 from suite.rows import ResultRow, RunInfo
 from suite.timing import DEFAULT_WARMUP_S, time_call
-from suite.verdicts import (OutputCheck, check_output, classify_determinism, modified_inputs,
-                            normalized_error, snapshot)
+from suite.verdicts import (OutputCheck, check_output, classify_determinism, flat,
+                            modified_inputs, normalized_error, snapshot)
 
 
 @dataclass(frozen=True)
@@ -68,9 +68,8 @@ class CaseContext:
         p = self.case.params
         self.inputs = self.spec.make_inputs(p, self.case.seed, self.opts.device)
         gd = self.opts.golden_device
-        f64 = {k: (v.to(gd, torch.float64) if isinstance(v, torch.Tensor)
-                   and v.is_floating_point() else
-                   (v.to(gd) if isinstance(v, torch.Tensor) else v))
+        f64 = {k: map_tensors(lambda t: t.to(gd, torch.float64) if t.is_floating_point()
+                              else t.to(gd), v)
                for k, v in self.inputs.tensors.items()}
         self.golden = self.spec.golden(**f64, **self.inputs.attrs)
         self.f64 = f64  # the inputs the golden saw, for the diagnosis of failing items
@@ -85,10 +84,12 @@ class CaseContext:
     def _check_range(self) -> None:
         """Refuse a case whose exact result no output of its dtype can hold: every
         implementation would fail it, which says nothing about any of them."""
-        empties = self.spec.empty_outputs(self.inputs, self.case.params)
+        empties = dict(self.spec.empty_outputs(self.inputs, self.case.params))
+        empties.update({k: self.inputs.tensors[k] for k in self.spec.mutates})
         for o in self.outputs:
-            dtype = empties[o.name].dtype
-            top = self.golden[o.name].abs().max().item() if self.golden[o.name].numel() else 0
+            dtype = output_dtype(empties[o.name])
+            gold = flat(self.golden[o.name])
+            top = gold.abs().max().item() if gold.numel() else 0
             if dtype.is_floating_point and top > torch.finfo(dtype).max:
                 raise CaseRefused(f"case refused: the exact {o.name} reaches {top:.3g}, "
                                   f"beyond {str(dtype).removeprefix('torch.')}'s largest "
@@ -98,8 +99,8 @@ class CaseContext:
         """Movement of the golden under one fp32 rounding of every floating input."""
         gen = generator(self.case.seed)
         eps = torch.finfo(torch.float32).eps
-        moved = {k: perturbed(v, eps, gen) if isinstance(v, torch.Tensor)
-                 and v.is_floating_point() else v for k, v in f64.items()}
+        moved = {k: map_tensors(lambda t: perturbed(t, eps, gen) if t.is_floating_point()
+                                else t, v) for k, v in f64.items()}
         other = self.spec.golden(**moved, **self.inputs.attrs)
         return {o.name: normalized_error(other[o.name], self.golden[o.name])
                 for o in self.outputs}
@@ -112,7 +113,7 @@ class CaseContext:
         weak = []
         for o in self.outputs:
             ref, cond = self.ref_errs[o.name], self.cond_errs[o.name]
-            dtype = outputs[o.name].dtype
+            dtype = output_dtype(outputs[o.name])
             if tolerances.weak_yardstick(o.tol_class, dtype, self.case_dtype, ref, cond):
                 weak.append(f"{o.name} ({ref:.2g} > "
                             f"{tolerances.fp32_error(o.tol_class, dtype, cond):.2g})")
@@ -127,7 +128,7 @@ class CaseContext:
                 i for i in registry.implementations(self.spec.name)
                 if i.name == self.spec.yardstick)
             try:
-                out = self.spec.call(ys.fn, self.inputs, self.case.params, _Outputs())
+                out, _ = _call(self.spec, ys.fn, self.inputs, self.case.params)
                 self.ref_errs = {o.name: normalized_error(out[o.name], self.golden[o.name])
                                  for o in self.outputs}
             except Exception as e:  # noqa: BLE001 - recorded, and every item says so
@@ -156,11 +157,50 @@ def _count(fn: Callable[[Mapping], int], params: Mapping) -> Optional[int]:
         return None
 
 
+def output_dtype(v) -> torch.dtype:
+    """The dtype of an output, or of the first tensor of a list output."""
+    return (v[0] if isinstance(v, (list, tuple)) else v).dtype
+
+
+def _copy(t: torch.Tensor) -> torch.Tensor:
+    """A copy with the same strides (a slice of a wider buffer stays one)."""
+    c = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+    return c.copy_(t)
+
+
+def fresh_inputs(spec: OpSpec, inputs: CaseInputs) -> CaseInputs:
+    """`inputs` with fresh copies of those the op updates in place (the others shared):
+    every call, repeats and timed samples included, starts from the case's values."""
+    if not spec.mutates:
+        return inputs
+    tensors = dict(inputs.tensors)
+    for k in spec.mutates:
+        tensors[k] = map_tensors(_copy, tensors[k])
+    return CaseInputs(tensors=tensors, attrs=inputs.attrs)
+
+
 def timed_call(spec: OpSpec, impl: Implementation, inputs: CaseInputs,
                params: Mapping) -> Callable[[], object]:
     """The call the suite times, as a zero-argument closure: the implementation's backward
     alone, its outputs allocated once outside (not poisoned: timing never sees the NaN
-    fill). Scripts that profile or time an item outside a run use this."""
+    fill). Scripts that profile or time an item outside a run use this. For an op that
+    updates inputs in place the closure has a `setup` attribute, which copies them afresh:
+    the timer runs it before every call, outside the timed region."""
+    if spec.mutates:
+        state = {"inputs": inputs}
+
+        def setup():
+            state["inputs"] = fresh_inputs(spec, inputs)
+
+        def call():
+            i = state["inputs"]
+            if spec.invoke is call_once:
+                return impl.fn(**i.tensors, **i.attrs, out=out)
+            return spec.call(impl.fn, i, params, lambda empties: dict(empties))
+
+        out = spec.empty_outputs(inputs, params)
+        call.setup = setup
+        return call
     if spec.invoke is call_once:
         out = spec.empty_outputs(inputs, params)
         return lambda: impl.fn(**inputs.tensors, **inputs.attrs, out=out)
@@ -203,15 +243,34 @@ class _Outputs:
             out.update(orig)
 
 
-def _call(spec: OpSpec, impl: Implementation, ctx: CaseContext) -> tuple[dict, list]:
-    """One call into fresh poisoned outputs: (outputs, names the implementation replaced)."""
+def _handed(v) -> list:
+    """(id, data pointer) of each tensor handed to a call, to find replaced ones."""
+    return [(id(t), t.data_ptr()) for t in tensor_list(v)]
+
+
+def _call(spec: OpSpec, fn, inputs: CaseInputs, params: Mapping) -> tuple[dict, list]:
+    """One call into fresh poisoned outputs and fresh copies of the inputs it updates in
+    place: (outputs, names the implementation replaced). The updated copies are outputs of
+    their input's name; a list element replaced or a tensor given new storage (`p.data =
+    ...`) is a replacement, and the tensors handed out are what gets checked."""
     alloc = _Outputs()
-    out = spec.call(impl.fn, ctx.inputs, ctx.case.params, alloc)
+    given = fresh_inputs(spec, inputs)
+    handed = {k: _handed(given.tensors[k]) for k in spec.mutates}
+    orig = {k: tensor_list(given.tensors[k]) for k in spec.mutates}
+    out = spec.call(fn, given, params, alloc)
     replaced = alloc.replaced()
     if replaced:
         alloc.restore()
         if spec.invoke is call_once:
             out = alloc.given[0][0]
+    for k in spec.mutates:
+        now = given.tensors[k]
+        if now is None:  # an optional input this case does not have
+            continue
+        if _handed(now) != handed[k]:
+            replaced = sorted(set(replaced) | {k})
+        out = dict(out)
+        out[k] = orig[k] if isinstance(now, (list, tuple)) else orig[k][0]
     return out, replaced
 
 
@@ -267,13 +326,13 @@ def _check(row: ResultRow, ctx: CaseContext, impl: Implementation,
         torch.cuda.reset_peak_memory_stats(dev)
         base_mem = torch.cuda.memory_allocated(dev)
     stage.now = "being called"
-    first, replaced = _call(spec, impl, ctx)
+    first, replaced = _call(spec, impl.fn, ctx.inputs, case.params)
     _sync(dev)
     if dev.type == "cuda":
         row.peak_mem_bytes = torch.cuda.max_memory_allocated(dev) - base_mem
     repeats = []
     for _ in range(opts.repeats - 1):
-        out, again = _call(spec, impl, ctx)
+        out, again = _call(spec, impl.fn, ctx.inputs, case.params)
         repeats.append(out)
         replaced = sorted(set(replaced) | set(again))
     _sync(dev)
@@ -287,11 +346,18 @@ def _check(row: ResultRow, ctx: CaseContext, impl: Implementation,
     row.yardstick_note = ctx.yardstick_note(first)
     row.outputs = [c.as_row() for c in checks]
     failures = [(c.failure, c.message) for c in checks if c.failure]
-    if replaced:
+    in_place = [k for k in replaced if k in spec.mutates]
+    if in_place:
+        failures.insert(0, (FailureKind.REPLACED,
+                            f"input replaced, not updated in place: the implementation gave "
+                            f"{in_place} new tensors or storage instead of writing the ones "
+                            f"it was given"))
+    if len(in_place) < len(replaced):
         failures.insert(0, (FailureKind.REPLACED,
                             f"output replaced, not written: the implementation put its own "
-                            f"tensor into (or removed from) out{replaced} instead of writing "
-                            f"the one it was given"))
+                            f"tensor into (or removed from) "
+                            f"out{[k for k in replaced if k not in in_place]} instead of "
+                            f"writing the one it was given"))
     changed = modified_inputs(before, ctx.inputs.tensors)
     if changed:
         failures.insert(0, (FailureKind.INPUT_MODIFIED,
@@ -325,7 +391,8 @@ def _time(row: ResultRow, spec: OpSpec, impl: Implementation, ctx: CaseContext,
     opts = ctx.opts
     how = dict(warmup=opts.warmup, warmup_s=opts.warmup_s, repeats=opts.samples,
                max_time_s=opts.max_time_s, l2_flush=opts.l2_flush)
-    timing = time_call(timed_call(spec, impl, ctx.inputs, ctx.case.params), opts.device, **how)
+    call = timed_call(spec, impl, ctx.inputs, ctx.case.params)
+    timing = time_call(call, opts.device, setup=getattr(call, "setup", None), **how)
     roof = roofline(row.bytes, row.flops, timing.median_s, ceilings)
     copy_s = same_bytes_copy_s(opts.device, row.bytes, **how)
     row.timing_method, row.time_samples_s = timing.method, list(timing.samples_s)

@@ -130,12 +130,14 @@ def _min_samples(repeats: int, call_s: float, max_time_s: float) -> int:
 
 
 def _time_cpu(fn: Callable[[], object], warmup: int, repeats: int,
-              max_time_s: float) -> Timing:
+              max_time_s: float, setup: Callable[[], object] = lambda: None) -> Timing:
     for _ in range(warmup):
+        setup()
         fn()
     samples: list[float] = []
     began = time.perf_counter()
     while len(samples) < repeats:
+        setup()
         t0 = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - t0)
@@ -190,7 +192,8 @@ def _spin_rate() -> float | None:
 
 
 def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, warmup_s: float,
-               repeats: int, max_time_s: float, l2_flush: str) -> Timing:
+               repeats: int, max_time_s: float, l2_flush: str,
+               setup: Callable[[], object] = lambda: None) -> Timing:
     index = device.index if device.index is not None else torch.cuda.current_device()
     # Events record on the current stream of the current device; make that `device`.
     with torch.cuda.device(index):
@@ -199,6 +202,7 @@ def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, warm
 
         def sample():
             pre, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+            setup()  # before pre: neither the device nor the host time includes it
             t0 = time.perf_counter()
             pre.record()
             if buf is not None:  # outside start..end: only fn() is timed
@@ -281,12 +285,15 @@ def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, warm
 
 def time_call(fn: Callable[[], object], device: torch.device | str, *, warmup: int = 3,
               warmup_s: float = DEFAULT_WARMUP_S, repeats: int = 20, max_time_s: float = 2.0,
-              l2_flush: str = "clean") -> Timing:
+              l2_flush: str = "clean",
+              setup: Callable[[], object] | None = None) -> Timing:
     """Time `fn()` on `device`: `warmup` untimed calls (on CUDA, more until they have taken
     `warmup_s`; `warmup=0` means none at all), then up to `repeats` timed ones,
     fewer once the samples have taken more than `max_time_s` (but at least 3, or 1 when a
     single call overruns the budget), each after an L2 flush of the kind `l2_flush` names
-    (CUDA only; module docstring). Every sample is kept. That `fn` does real work (no
+    (CUDA only; module docstring). `setup()`, if given, runs before every call, warm-up
+    included, outside the timed region (fresh copies of inputs an op updates in place).
+    Every sample is kept. That `fn` does real work (no
     all-zero inputs, no skipped kernels) is the caller's job."""
     check_l2_flush(l2_flush)
     if warmup < 0:
@@ -298,8 +305,9 @@ def time_call(fn: Callable[[], object], device: torch.device | str, *, warmup: i
     if not max_time_s > 0:
         raise ValueError(f"max_time_s must be > 0, got {max_time_s}")
     device = torch.device(device)
+    setup = setup or (lambda: None)
     if device.type == "cpu":
-        return _time_cpu(fn, warmup, repeats, max_time_s)
+        return _time_cpu(fn, warmup, repeats, max_time_s, setup)
     if device.type == "cuda":
-        return _time_cuda(fn, device, warmup, warmup_s, repeats, max_time_s, l2_flush)
+        return _time_cuda(fn, device, warmup, warmup_s, repeats, max_time_s, l2_flush, setup)
     raise ValueError(f"cannot time on device type {device.type!r}; expected cpu or cuda")

@@ -7,6 +7,7 @@ False (tritonbench's wart). Metrics are computed in float64 on the golden's devi
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Mapping, Optional, Sequence
 
@@ -53,8 +54,29 @@ def _index(flat: int, shape) -> str:
     return "[" + ", ".join(map(str, reversed(idx))) + "]"
 
 
-def normalized_error(actual: torch.Tensor, golden: torch.Tensor) -> float:
+def flat(v) -> torch.Tensor:
+    """A tensor, or a list of tensors (an op's parameter list) as one 1-D tensor: metrics
+    over a list are those of the whole list (one scale, one worst element)."""
+    if isinstance(v, (list, tuple)):
+        if not v:
+            return torch.zeros(0)
+        return torch.cat([x.reshape(-1) for x in v])
+    return v
+
+
+def _list_index(flat_index: int, shapes) -> str:
+    """"[i][j, k]": element [j, k] of the list's i-th tensor."""
+    for i, shape in enumerate(shapes):
+        n = math.prod(shape)
+        if flat_index < n:
+            return f"[{i}]{_index(flat_index, shape)}"
+        flat_index -= n
+    return "[]"
+
+
+def normalized_error(actual, golden) -> float:
     """max |actual - golden| / max |golden|; inf if any element is not finite."""
+    actual, golden = flat(actual), flat(golden)
     a = actual.to(device=golden.device, dtype=torch.float64)
     scale = golden.abs().max().item() if golden.numel() else 0.0
     scale = scale if scale > 0 else 1.0
@@ -64,10 +86,21 @@ def normalized_error(actual: torch.Tensor, golden: torch.Tensor) -> float:
     return diff.max().item() / scale if diff.numel() else 0.0
 
 
-def check_output(spec: OutputSpec, actual: torch.Tensor, golden: torch.Tensor,
-                 ref_err: float, case_dtype: torch.dtype, cond_err: float = 0.0,
-                 is_yardstick: bool = False) -> OutputCheck:
+def check_output(spec: OutputSpec, actual, golden, ref_err: float, case_dtype: torch.dtype,
+                 cond_err: float = 0.0, is_yardstick: bool = False) -> OutputCheck:
+    """The verdict of one output: a tensor, or a list of tensors compared as a whole (their
+    worst index names the tensor, "[i][j, k]")."""
     name = spec.name
+    if isinstance(golden, (list, tuple)):
+        shapes_a = [tuple(x.shape) for x in actual] if isinstance(actual, (list, tuple)) \
+            else None
+        shapes = [tuple(x.shape) for x in golden]
+        if shapes_a != shapes:
+            raise AssertionError(f"{name}: shapes {shapes_a} but golden has {shapes}")
+        where = lambda i: _list_index(i, shapes)  # noqa: E731
+        actual, golden = flat(actual), flat(golden)
+    else:
+        where = lambda i: _index(i, golden.shape)  # noqa: E731
     numel = golden.numel()
     if tuple(actual.shape) != tuple(golden.shape):
         raise AssertionError(f"{name}: shape {tuple(actual.shape)} but golden has "
@@ -83,13 +116,13 @@ def check_output(spec: OutputSpec, actual: torch.Tensor, golden: torch.Tensor,
     allowed = tolerances.allowed_error(spec.tol_class, actual.dtype, case_dtype, ref_err,
                                        cond_err, is_yardstick)
     if numel:
-        flat = int(diff.argmax())
-        max_abs = diff.reshape(-1)[flat].item()
+        fi = int(diff.argmax())
+        max_abs = diff.reshape(-1)[fi].item()
         max_rel = (diff / golden.abs().clamp_min(1e-3 * scale)).max().item()
         gnorm = golden.norm().item()
         rel_l2 = (torch.where(finite, a - golden, torch.zeros_like(a)).norm().item()
                   / (gnorm if gnorm > 0 else 1.0))
-        worst = _index(flat, golden.shape)
+        worst = where(fi)
     else:
         max_abs = max_rel = rel_l2 = 0.0
         worst = "[]"
@@ -98,7 +131,7 @@ def check_output(spec: OutputSpec, actual: torch.Tensor, golden: torch.Tensor,
 
     failure, message = None, ""
     if n_unwritten:
-        first = _index(int(is_poison(actual).reshape(-1).nonzero()[0]), golden.shape)
+        first = where(int(is_poison(actual).reshape(-1).nonzero()[0]))
         failure = FailureKind.UNWRITTEN
         message = (f"unwritten output {name}: {n_unwritten} of {numel} elements still hold "
                    f"the poison NaN (first at {first}): never written, or accumulated into "
@@ -120,7 +153,10 @@ def check_output(spec: OutputSpec, actual: torch.Tensor, golden: torch.Tensor,
 
 
 def snapshot(tensors: Mapping[str, Optional[torch.Tensor]]) -> dict:
-    return {k: v.clone() for k, v in tensors.items() if isinstance(v, torch.Tensor)}
+    """Copies of the input tensors (and of lists of them), for `modified_inputs`."""
+    return {k: ([x.clone() for x in v] if isinstance(v, (list, tuple)) else v.clone())
+            for k, v in tensors.items()
+            if isinstance(v, torch.Tensor) or isinstance(v, (list, tuple))}
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -130,7 +166,11 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+def bitwise_equal(a, b) -> bool:
+    """Same shapes, dtypes and bits; a list equals a list of as many equal tensors."""
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        return (isinstance(a, (list, tuple)) and isinstance(b, (list, tuple))
+                and len(a) == len(b) and all(bitwise_equal(x, y) for x, y in zip(a, b)))
     return a.shape == b.shape and a.dtype == b.dtype and torch.equal(_bits(a), _bits(b))
 
 
@@ -162,7 +202,7 @@ def classify_determinism(first: Mapping[str, torch.Tensor],
             if bitwise_equal(t, first[name]):
                 continue
             differs = True
-            d = normalized_error(t, first[name].to(torch.float64))
+            d = normalized_error(t, flat(first[name]).to(torch.float64))
             if d >= spread:
                 spread, worst = d, name
             if normalized_error(t, golden[name]) > allowed[name]:

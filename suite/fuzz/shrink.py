@@ -27,6 +27,7 @@ from typing import Callable, Iterator, Mapping, Optional
 
 from suite.fuzz.domains import domain_of
 from suite.fuzz.draw import out_of_bounds
+from suite.opspec import tensor_list
 from suite.outcomes import Verdict
 from suite.params import FloatRange, IntList, IntRange
 
@@ -89,7 +90,7 @@ def input_numel(spec, params: Mapping) -> int:
     import torch
 
     inputs = spec.make_inputs(params, 0, torch.device("cpu"))
-    return sum(t.numel() for t in inputs.tensors.values() if isinstance(t, torch.Tensor))
+    return sum(t.numel() for v in inputs.tensors.values() for t in tensor_list(v))
 
 
 def _distance(param, value) -> float:

@@ -27,12 +27,14 @@ def _pytest(*args, xdist=False):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--suite-op", "layer_nrom"], "--suite-op: 'layer_nrom' is not one of: causal_conv1d"),
+    (["--suite-op", "layer_nrom"],
+     "--suite-op: 'layer_nrom' is not one of: adamw, causal_conv1d"),
     (["--suite-profile", "weekly"], "--suite-profile: 'weekly' is not one of: ci"),
     (["--suite-impl", "torch_reff"], "--suite-impl: 'torch_reff' is not one of:"),
     (["--suite-impl", "tests.helpers:raising"],
      "'tests.helpers:raising' does not say which op it implements: write "
-     "OP=tests.helpers:raising (ops: causal_conv1d, layer_norm, softmax) or give --suite-op"),
+     "OP=tests.helpers:raising (ops: adamw, causal_conv1d, layer_norm, softmax) "
+     "or give --suite-op"),
     (["--suite-impl", "softmax=tests.helpers:layer_norm_only"],
      "registered as an implementation of layer_norm, not softmax"),
     (["--suite-repeats", "0"], "--suite-repeats: must be at least 1, got 0"),

@@ -64,6 +64,22 @@ def test_cpu_warmup_calls_are_not_timed():
     assert len(t.samples_s) == 6
 
 
+def test_setup_runs_before_every_call_outside_the_timed_region(monkeypatch):
+    # a clock that only setup advances: a sample that included setup would be 1 s
+    clock = [0.0]
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    seen = []
+
+    def setup():
+        clock[0] += 1.0
+        seen.append("setup")
+
+    t = time_call(lambda: seen.append("call"), "cpu", warmup=2, repeats=4, max_time_s=50.0,
+                  setup=setup)
+    assert seen == ["setup", "call"] * 6
+    assert t.samples_s == (0.0,) * 4
+
+
 def test_cpu_keeps_every_sample_including_outliers():
     durations = iter([0.0, 0.0, 0.001, 0.001, 0.001, 0.03, 0.001])  # 2 warm-up, 5 timed
     t = time_call(lambda: time.sleep(next(durations)), "cpu", warmup=2, repeats=5,

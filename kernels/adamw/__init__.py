@@ -1,0 +1,1 @@
+"""Implementations of AdamW steps (op `adamw`, ops/adamw.py)."""

@@ -1,0 +1,137 @@
+"""The in-place contract (OpSpec.mutates) and list inputs, on the adamw op: updated
+copies are checked as outputs, the other inputs as unchanged, each call starts afresh."""
+
+from types import MappingProxyType
+
+import torch
+
+from kernels.adamw.torch_ref import torch_ref
+from suite import registry
+from suite.cases import Case
+from suite.outcomes import Determinism, FailureKind, Verdict
+from suite.registry import Implementation
+from suite.roofline import Ceilings
+from suite.runner import CaseContext, RunOptions, run_item
+
+SPEC = registry.op("adamw")
+CPU = torch.device("cpu")
+CEIL = Ceilings(device_name="cpu", copy_gbps=None, copy_source="none", peak_tflops=None)
+
+
+def make_case(**overrides) -> Case:
+    params = dict(SPEC.params.defaults(), sizes=[7, 30, 5], step=2, **overrides)
+    return Case(op="adamw", group="t", id="adamw/t/x", tags=frozenset({"ci"}),
+                params=MappingProxyType(params), seed=99, file="<test>")
+
+
+def run(fn, case=None, repeats=2, timing=False):
+    opts = RunOptions(device=CPU, golden_device=CPU, repeats=repeats, timing=timing,
+                      warmup=1, samples=3, max_time_s=0.5)
+    ctx = CaseContext(SPEC, case or make_case(), opts)
+    return run_item(ctx, Implementation(op="adamw", name="under_test", fn=fn,
+                                        kind="external"), None, CEIL, {})
+
+
+def test_the_for_loop_passes_bitwise_over_repeats():
+    # bitwise: every repeat got fresh copies (a second step on the same tensors would differ)
+    row = run(torch_ref, repeats=3)
+    assert row.verdict is Verdict.PASS, row.reason
+    assert row.determinism is Determinism.BITWISE
+    assert {o["name"] for o in row.outputs} == {"params", "exp_avg", "exp_avg_sq",
+                                                "found_inf"}
+
+
+def test_not_updating_in_place_fails():
+    def on_copies(*, params, exp_avg, exp_avg_sq, **kw):
+        torch_ref(params=[p.clone() for p in params], exp_avg=[m.clone() for m in exp_avg],
+                  exp_avg_sq=[v.clone() for v in exp_avg_sq], **kw)
+    row = run(on_copies)
+    assert row.verdict is Verdict.FAIL and row.failure_kind is FailureKind.MISMATCH
+    assert "params mismatch" in row.reason
+
+
+def test_modifying_an_input_it_must_not_update_fails():
+    def unscales_in_place(*, grads, loss_scale, **kw):
+        for g in grads:
+            g.div_(loss_scale).mul_(1.0)
+            g[0] = 0.0
+        torch_ref(grads=grads, loss_scale=1.0, **kw)
+    row = run(unscales_in_place)
+    assert row.verdict is Verdict.FAIL
+    assert row.failure_kind is FailureKind.INPUT_MODIFIED
+    assert "['grads']" in row.reason
+
+
+def test_right_values_in_a_replaced_tensor_fail():
+    def replaces(*, params, **kw):
+        new = [p.clone() for p in params]
+        torch_ref(params=new, **kw)
+        params[:] = new  # the list now holds other tensors with the right values
+    row = run(replaces)
+    assert row.verdict is Verdict.FAIL and row.failure_kind is FailureKind.REPLACED
+    assert "input replaced, not updated in place" in row.reason and "params" in row.reason
+
+
+def test_new_storage_behind_the_same_tensor_fails():
+    def swaps_data(*, exp_avg, **kw):
+        new = [m.clone() for m in exp_avg]
+        torch_ref(exp_avg=new, **kw)
+        for m, n in zip(exp_avg, new):
+            m.data = n
+    row = run(swaps_data)
+    assert row.verdict is Verdict.FAIL and row.failure_kind is FailureKind.REPLACED
+    assert "exp_avg" in row.reason
+
+
+def test_a_wrong_element_is_named_by_tensor_and_index():
+    def one_wrong(*, params, **kw):
+        torch_ref(params=params, **kw)
+        params[1][17] += 0.5
+    row = run(one_wrong)
+    assert row.verdict is Verdict.FAIL
+    worst = next(o for o in row.outputs if o["name"] == "params")
+    assert worst["worst_index"] == "[1][17]" and worst["n_bad"] == 1
+    assert worst["numel"] == 42
+
+
+def test_every_call_and_timed_sample_starts_from_the_case_values():
+    seen = []
+
+    def checks_fresh(*, params, **kw):
+        seen.append(params[0].clone())
+        torch_ref(params=params, **kw)
+    row = run(checks_fresh, repeats=2, timing=True)
+    assert row.verdict is Verdict.PASS, row.reason
+    assert row.time_samples_s and len(seen) >= 2 + 1 + len(row.time_samples_s)
+    assert all(torch.equal(s, seen[0]) for s in seen)
+
+
+def test_found_inf_skips_every_tensor():
+    case = make_case(grads="inf_one", amsgrad=True)
+    row = run(torch_ref, case)
+    assert row.verdict is Verdict.PASS, row.reason
+
+    def skips_only_the_bad_one(*, params, grads, exp_avg, exp_avg_sq, max_exp_avg_sq,
+                               out, **kw):
+        finite = [i for i, g in enumerate(grads) if torch.isfinite(g).all()]
+        pick = lambda xs: [xs[i] for i in finite]  # noqa: E731
+        torch_ref(params=pick(params), grads=pick(grads), exp_avg=pick(exp_avg),
+                  exp_avg_sq=pick(exp_avg_sq), max_exp_avg_sq=pick(max_exp_avg_sq),
+                  out=out, **kw)
+        out["found_inf"].fill_(1.0)
+    row = run(skips_only_the_bad_one, case)
+    assert row.verdict is Verdict.FAIL and "params mismatch" in row.reason
+
+
+def test_master_weights_and_their_cast():
+    # lr 0.5: an update past the bf16 spacing of the largest parameter, so that a
+    # parameter left behind is beyond the tolerance (at 1e-3 bf16 swallows it)
+    case = make_case(dtype="bfloat16", master=True, lr=0.5)
+    row = run(torch_ref, case)
+    assert row.verdict is Verdict.PASS, row.reason
+
+    def forgets_the_cast(*, params, master, **kw):
+        torch_ref(params=[p.clone() for p in params], master=master, **kw)
+    row = run(forgets_the_cast, case)
+    assert row.verdict is Verdict.FAIL and "params mismatch" in row.reason
+    assert "master" not in row.reason
