@@ -27,7 +27,7 @@ import torch
 
 from golden import layer_norm as golden
 from suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
-                             Rule, Term, generic_causes)
+                             Rule, Term, along_axis, generic_causes)
 from suite.inputs import DTYPES
 
 ROW_BLOCK = 4  # rows per block of the dgamma/dbeta partial sums
@@ -171,16 +171,6 @@ def _any_exact(e: Evidence) -> bool:
         ("rows_first_block", -1.0), ("rows_last", -1.0)))
 
 
-def _column_tail(e: Evidence) -> bool:
-    p = e.along("dx", "column")
-    return p is not None and p.past_multiple_of(VECTOR)
-
-
-def _rows_but_first(e: Evidence) -> bool:
-    p = e.along("dx", "row")
-    return p is not None and ((p.kind == "after" and p.t == 1) or (p.last and p.n == 2))
-
-
 C = Cause
 CAUSES = (
     CauseSpec(C.ROW_BLOCK_TAIL, "dgamma/dbeta miss the rows of the last, partial row block",
@@ -234,8 +224,8 @@ RULES = (
     Rule(C.STATS_DTYPE, lambda e: e.f("low_precision") and _exact(e, "mean_rounded", 1.0)),
     Rule(C.ROW_SUM_SHORT, lambda e: e.explains("dx", "dot_skip_last", 1.0)),
     Rule(C.DX_GAMMA, lambda e: e.f("affine") and e.explains("dx", "no_gamma", 1.0)),
-    Rule(C.COLUMN_TAIL, _column_tail),
-    Rule(C.ROW_STRIDE, _rows_but_first),
+    Rule(C.COLUMN_TAIL, along_axis("dx", "column", lambda p: p.past_multiple_of(VECTOR))),
+    Rule(C.ROW_STRIDE, along_axis("dx", "row", lambda p: p.all_but_first)),
     # rounding stories: finite errors only (an unwritten or NaN output is another bug)
     Rule(C.ACCUMULATOR_DTYPE, lambda e: e.f("low_precision") and e.only("dgamma", "dbeta")
          and not _any_exact(e) and any(e.finite(o) and e.spread(o)

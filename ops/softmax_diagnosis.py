@@ -25,7 +25,8 @@ from typing import Mapping
 
 from golden import softmax as golden
 from suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, CauseSpec,
-                             DiagnosisSpec, Evidence, Feature, Rule, Term, generic_causes)
+                             DiagnosisSpec, Evidence, Feature, Rule, Term, along_axis,
+                             generic_causes)
 
 VECTOR = 8  # elements per vector load (16 bytes of bf16)
 COL_TILE = 1024  # columns per tile of a long row
@@ -127,16 +128,6 @@ def _scaled(e: Evidence) -> bool:
                                   for t in e.fit("dx", "dx_scaled"))
 
 
-def _column_tail(e: Evidence) -> bool:
-    p = e.along("dx", "column")
-    return p is not None and p.past_multiple_of(VECTOR)
-
-
-def _rows_but_first(e: Evidence) -> bool:
-    p = e.along("dx", "row")
-    return p is not None and ((p.kind == "after" and p.t == 1) or (p.last and p.n == 2))
-
-
 C = Cause
 CAUSES = (
     CauseSpec(C.SCALE_TWICE, "dropout scale applied twice",
@@ -177,8 +168,8 @@ RULES = (
     Rule(C.DOT_SHORT, lambda e: e.explains("dx", "dot_skip_last", 1.0)),
     Rule(C.SCALED, lambda e: _scaled(e) and not e.explains("dx", "scale_twice", 1.0)
          and not e.explains("dx", "scale_missing", 1.0)),
-    Rule(C.COLUMN_TAIL, _column_tail),
-    Rule(C.ROW_STRIDE, _rows_but_first),
+    Rule(C.COLUMN_TAIL, along_axis("dx", "column", lambda p: p.past_multiple_of(VECTOR))),
+    Rule(C.ROW_STRIDE, along_axis("dx", "row", lambda p: p.all_but_first)),
 ) + GENERIC_RULES
 
 SPEC = DiagnosisSpec(causes=CAUSES, rules=RULES, features=FEATURES,

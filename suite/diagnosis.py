@@ -359,6 +359,11 @@ class AxisPattern:
         return t is not None and t >= min_t and self.n - t >= t
 
     @property
+    def all_but_first(self) -> bool:
+        """Wrong in every slice but the first (of two slices: only the last)."""
+        return (self.kind == "after" and self.t == 1) or (self.last and self.n == 2)
+
+    @property
     def first(self) -> bool:
         return self.kind == "index" and self.t == 0
 
@@ -758,6 +763,16 @@ def generic_causes(**requires: Callable[[Mapping], bool]) -> tuple:
 
 def _any_pattern(test: Callable[[AxisPattern], bool]) -> Callable[[Evidence], bool]:
     return lambda e: any(test(p) for p in e.patterns())
+
+
+def along_axis(output: str, axis,
+               test: Callable[[AxisPattern], bool]) -> Callable[[Evidence], bool]:
+    """A rule's test: `output` is wrong with a pattern along `axis` (noun or index) that
+    passes `test`, e.g. along_axis("dx", "column", lambda p: p.past_multiple_of(8))."""
+    def check(e: Evidence) -> bool:
+        p = e.along(output, axis)
+        return p is not None and test(p)
+    return check
 
 
 GENERIC_RULES = (

@@ -18,14 +18,13 @@ them unless asked (`--include-mutants`, `--impl <name>` or `python -m suite muta
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import FrozenSet
 
 import torch
 
+from kernels.mutants import Mutant, register
 from ops.layer_norm_diagnosis import COL_TILE, ROW_BLOCK, VECTOR, Cause
 from suite.diagnosis import Generic
-from suite.registry import implementation
 
 
 class Bug(enum.Enum):
@@ -109,24 +108,9 @@ def clean(*, x, dy, gamma, mean, rstd, out):
     backward_blocked(x, dy, gamma, mean, rstd, out)
 
 
-@dataclass(frozen=True)
-class Mutant:
-    name: str
-    bug: Bug
-    cause: enum.Enum  # what the diagnosis must name
-    symptom: str  # what the suite must see (the verdict it must get)
-
-
 def _register(m: Mutant):
-    def fn(*, x, dy, gamma, mean, rstd, out):
-        backward_blocked(x, dy, gamma, mean, rstd, out, bugs=frozenset({m.bug}))
-
-    fn.__doc__ = f"{m.bug.value}. Symptom: {m.symptom}"
-    fn.__name__ = m.name
-    fn.planted_cause = m.cause.value
-    fn.mutant = m
-    implementation("layer_norm", m.name, kind="mutant", deterministic=True)(fn)
-    return fn
+    return register("layer_norm", m, lambda m, **kw: backward_blocked(
+        **kw, bugs=frozenset({m.bug})))
 
 
 dgamma_last_row_block = _register(Mutant(

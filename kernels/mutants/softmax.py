@@ -16,14 +16,13 @@ cross-case diagnosis should name the planted cause: each mutant's function carri
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import FrozenSet
 
 import torch
 
+from kernels.mutants import Mutant, register
 from ops.softmax_diagnosis import COL_TILE, ROW_GROUP, VECTOR, Cause
 from suite.diagnosis import Generic
-from suite.registry import implementation
 
 
 class Bug(enum.Enum):
@@ -89,24 +88,9 @@ def clean(*, y, dy, mask, scale, out):
     backward_fused(y, dy, mask, scale, out)
 
 
-@dataclass(frozen=True)
-class Mutant:
-    name: str
-    bug: Bug
-    cause: enum.Enum  # what the diagnosis must name
-    symptom: str  # what the suite must see (the verdict it must get)
-
-
 def _register(m: Mutant):
-    def fn(*, y, dy, mask, scale, out):
-        backward_fused(y, dy, mask, scale, out, bugs=frozenset({m.bug}))
-
-    fn.__doc__ = f"{m.bug.value}. Symptom: {m.symptom}"
-    fn.__name__ = m.name
-    fn.planted_cause = m.cause.value
-    fn.mutant = m
-    implementation("softmax", m.name, kind="mutant", deterministic=True)(fn)
-    return fn
+    return register("softmax", m, lambda m, **kw: backward_fused(
+        **kw, bugs=frozenset({m.bug})))
 
 
 scale_twice = _register(Mutant(
