@@ -50,6 +50,18 @@ def add_selection(p: argparse.ArgumentParser) -> None:
                         "MAX_SWEEP; refused otherwise, as a likely typo)")
 
 
+def add_results_options(p: argparse.ArgumentParser) -> None:
+    """--out, --output, --force, --quiet: where a run's results file goes
+    (suite.commands.run.results_file) and whether progress is shown."""
+    g = p.add_argument_group("output")
+    g.add_argument("--out", type=Path, default=DEFAULT_RESULTS_DIR, metavar="DIR",
+                   help="folder for the results file <run id>.parquet (default results/)")
+    g.add_argument("--output", type=Path, metavar="FILE", help="exact results file path")
+    g.add_argument("--force", action="store_true",
+                   help="replace --output when it exists (otherwise refused)")
+    g.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
 def add_gpu_timing_options(g) -> None:
     """--warmup-ms and --l2-flush (suite.timing's warmup_s and l2_flush), for every command
     or script that times on CUDA."""

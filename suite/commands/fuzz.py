@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 import sys
 import time
-from pathlib import Path
 
 HELP = "draw cases from the parameter domains, run them, shrink each failure to a minimal case"
 DEFAULT_BUDGET = 100
@@ -32,7 +31,7 @@ MISSES = 10_000  # draws in a row that are all skipped: the domains hold nothing
 
 
 def add_arguments(p) -> None:
-    from suite.cli import DEFAULT_RESULTS_DIR
+    from suite.cli import add_results_options
     from suite.fuzz.sizes import SIZES
 
     g = p.add_argument_group("what to fuzz")
@@ -67,13 +66,7 @@ def add_arguments(p) -> None:
     g.add_argument("--item-timeout", type=float, metavar="S",
                    help="an item still running after S seconds is recorded as timeout and "
                         "its worker killed (default 600)")
-    g = p.add_argument_group("output")
-    g.add_argument("--out", type=Path, default=DEFAULT_RESULTS_DIR, metavar="DIR",
-                   help="folder for the results file <run id>.parquet (default results/)")
-    g.add_argument("--output", type=Path, metavar="FILE", help="exact results file path")
-    g.add_argument("--force", action="store_true",
-                   help="replace --output when it exists (otherwise refused)")
-    g.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_results_options(p)
     # for suite.commands.run.pool_options: fuzzing never times, so workers may share a GPU
     p.set_defaults(no_timing=True)
 
@@ -148,7 +141,7 @@ def main(args) -> int:
     import itertools
 
     from suite import registry, results
-    from suite.commands.run import pool_options
+    from suite.commands.run import check_results_place, pool_options, results_file
     from suite.driver import Driver, Tee
     from suite.errors import SuiteInputError
     from suite.fuzz.draw import TAGS, DrawStats, draw_cases, fuzz_case, refusal
@@ -164,10 +157,7 @@ def main(args) -> int:
     dev = parse_device(args.device)
     spec = registry.op(args.op, where="--op")
     impl = select_impl(spec.name, args.impl, dev)
-    if args.output:
-        results.check_writable(args.output, args.force)
-    else:
-        results.check_folder(args.out, "--out")
+    check_results_place(args)
     size = SIZES[args.size]
     budget = args.budget or (TIME_ONLY_BUDGET if args.time else DEFAULT_BUDGET)
 
@@ -179,7 +169,7 @@ def main(args) -> int:
         raise SuiteInputError("--op", f"no case of {spec.name} drawn under --size "
                                       f"{size.name} can run on {impl.name} ({stats.line()})")
     run = results.environment(dev, "fuzz")
-    out_path = args.output or args.out / f"{run.run_id}.parquet"
+    out_path = results_file(args, run.run_id)
     pool = pool_options(args, dev, "fuzz", out_path.with_name(out_path.name + ".workers"))
     workers = f", {pool.workers} worker{'s' * (pool.workers > 1)}" if pool else ""
     limit = (f"{budget} cases" if args.budget or not args.time else "") \

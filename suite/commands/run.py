@@ -14,7 +14,7 @@ HELP = "run cases x implementations and write parquet results"
 
 
 def add_arguments(p) -> None:
-    from suite.cli import DEFAULT_RESULTS_DIR, add_gpu_timing_options, add_selection
+    from suite.cli import add_gpu_timing_options, add_results_options, add_selection
 
     add_selection(p)
     g = p.add_argument_group("checks and timing")
@@ -43,13 +43,7 @@ def add_arguments(p) -> None:
                    help="an item still running after S seconds is recorded as timeout and "
                         "its worker killed (default per profile: smoke and ci 300, gpu 600, "
                         "perf and nightly 900)")
-    g = p.add_argument_group("output")
-    g.add_argument("--out", type=Path, default=DEFAULT_RESULTS_DIR, metavar="DIR",
-                   help="folder for the results file <run id>.parquet (default results/)")
-    g.add_argument("--output", type=Path, metavar="FILE", help="exact results file path")
-    g.add_argument("--force", action="store_true",
-                   help="replace --output when it exists (otherwise refused)")
-    g.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_results_options(p)
 
 
 def check_options(args) -> None:
@@ -70,6 +64,22 @@ def options(args, device, golden_device):
                       timing=not args.no_timing, warmup=args.warmup, samples=args.samples,
                       warmup_s=args.warmup_ms / 1e3, max_time_s=args.max_time,
                       l2_flush=args.l2_flush)
+
+
+def check_results_place(args) -> None:
+    """Refuse, before anything runs, an --output that exists (without --force) or cannot be
+    written, or an --out folder that cannot be."""
+    from suite import results
+
+    if args.output:
+        results.check_writable(args.output, args.force)
+    else:
+        results.check_folder(args.out, "--out")
+
+
+def results_file(args, run_id: str) -> Path:
+    """The run's results file: --output, or <run id>.parquet in --out."""
+    return args.output or args.out / f"{run_id}.parquet"
 
 
 def pool_options(args, device, profile: str, log_dir: Path):
@@ -117,10 +127,7 @@ def main(args) -> int:
         raise SuiteInputError("--profile",
                               f"no cases of profile {sel.profile!r} match the selection")
 
-    if args.output:
-        results.check_writable(args.output, args.force)
-    else:
-        results.check_folder(args.out, "--out")
+    check_results_place(args)
     ceilings = roofline.load_ceilings(dev)
     if ceilings.copy_gbps is None and not args.no_timing:
         print(f"no copy-bandwidth calibration for {ceilings.device_name} (or one measured "
@@ -128,7 +135,7 @@ def main(args) -> int:
               f"(`python -m suite calibrate` stores it)", file=sys.stderr)
         ceilings = roofline.calibrate(dev)
     run = results.environment(dev, sel.profile)
-    out_path = args.output or args.out / f"{run.run_id}.parquet"
+    out_path = results_file(args, run.run_id)
     pool = pool_options(args, dev, sel.profile, out_path.with_name(out_path.name + ".workers"))
     workers = f", {pool.workers} worker{'s' * (pool.workers > 1)}" if pool else ""
     print(f"run {run.run_id}: profile {sel.profile}, {plan.n_items} items on {dev} "
