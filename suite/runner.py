@@ -31,7 +31,7 @@ from suite.roofline import Ceilings, roofline, same_bytes_copy_s
 from suite.rows import ResultRow, RunInfo
 from suite.timing import DEFAULT_WARMUP_S, time_call
 from suite.verdicts import (OutputCheck, check_output, classify_determinism, flat,
-                            modified_inputs, normalized_error, snapshot)
+                            golden_scale, modified_inputs, normalized_error, snapshot)
 
 
 @dataclass(frozen=True)
@@ -114,9 +114,10 @@ class CaseContext:
         for o in self.outputs:
             ref, cond = self.ref_errs[o.name], self.cond_errs[o.name]
             dtype = output_dtype(outputs[o.name])
-            if tolerances.weak_yardstick(o.tol_class, dtype, self.case_dtype, ref, cond):
+            scale = golden_scale(self.golden[o.name])
+            if tolerances.weak_yardstick(o.tol_class, dtype, self.case_dtype, ref, cond, scale):
                 weak.append(f"{o.name} ({ref:.2g} > "
-                            f"{tolerances.fp32_error(o.tol_class, dtype, cond):.2g})")
+                            f"{tolerances.fp32_error(o.tol_class, dtype, cond, scale):.2g})")
         if not weak:
             return None
         return (f"yardstick {self.spec.yardstick} worse than fp32 with one rounding on "

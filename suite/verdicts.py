@@ -64,6 +64,14 @@ def flat(v) -> torch.Tensor:
     return v
 
 
+def golden_scale(golden) -> float:
+    """max|golden| of a tensor or a list, 1 where it is 0 or empty: what errors are
+    normalized by."""
+    g = flat(golden) if isinstance(golden, (list, tuple)) else golden
+    scale = g.abs().max().item() if g.numel() else 0.0
+    return scale if scale > 0 else 1.0
+
+
 def _list_index(flat_index: int, shapes) -> str:
     """"[i][j, k]": element [j, k] of the list's i-th tensor."""
     for i, shape in enumerate(shapes):
@@ -107,14 +115,13 @@ def check_output(spec: OutputSpec, actual, golden, ref_err: float, case_dtype: t
                              f"{tuple(golden.shape)}")
     n_unwritten = int(is_poison(actual).sum())
     a = actual.to(device=golden.device, dtype=torch.float64)
-    scale = golden.abs().max().item() if numel else 0.0
-    scale = scale if scale > 0 else 1.0
+    scale = golden_scale(golden)
     diff = (a - golden).abs()
     finite = torch.isfinite(a)
     n_nonfinite = int((~finite).sum()) - n_unwritten
     diff = torch.where(finite, diff, torch.full_like(diff, float("inf")))
     allowed = tolerances.allowed_error(spec.tol_class, actual.dtype, case_dtype, ref_err,
-                                       cond_err, is_yardstick)
+                                       cond_err, is_yardstick, scale)
     if numel:
         fi = int(diff.argmax())
         max_abs = diff.reshape(-1)[fi].item()

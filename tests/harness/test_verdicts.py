@@ -250,6 +250,24 @@ def test_the_ceiling_never_sits_below_the_conditioning():
                                         is_yardstick=True) >= cond
 
 
+def test_outputs_in_the_subnormal_range_are_held_to_its_spacing():
+    """fp16 values near 5e-6 are subnormals spaced 2^-24 apart: rounding the exact result
+    once (a correct kernel) errs up to half of that, 0.6% of the largest value, three times
+    fp16's relative ulp. It passes; twice that spacing's floor does not."""
+    from suite.opspec import OutputSpec
+    from suite.verdicts import check_output
+    gen = torch.Generator().manual_seed(0)
+    golden = (torch.rand(4096, generator=gen, dtype=torch.float64) + 0.5) * 3.3e-6
+    rounded = golden.to(torch.float16)
+    spec = OutputSpec("dx", TolClass.ELEMENTWISE)
+    ok = check_output(spec, rounded, golden, 0.0, torch.float16)
+    assert ok.err > 2 * torch.finfo(torch.float16).eps  # beyond the relative floor alone
+    assert ok.failure is None, ok
+    step = torch.finfo(torch.float16).smallest_normal * torch.finfo(torch.float16).eps
+    wrong = (golden + 3 * step).to(torch.float16)
+    assert check_output(spec, wrong, golden, 0.0, torch.float16).failure is not None
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
 def test_poison_is_a_nan_that_computation_does_not_produce(dtype):
     t = poison_(torch.empty(4, 3, dtype=dtype).t())

@@ -7,9 +7,10 @@ tolerance table allows min(2 x yardstick + 2 ulp + 8 x conditioning, 1e-4) = 5.7
 (yardstick 1.25e-5: PyTorch's CPU kernel shows the x form's error itself; conditioning
 4.0e-6: one fp32 rounding of x near 1000 is 6e-5 absolute). It would pass on the
 conditioning term alone (3.2e-5), so also against a yardstick as exact as the x-hat form.
-At a mean of 1e4 it sits at the ceiling and fails (1.0e-4); at 1e5 its error (8.5e-4) is
-twice the ceiling there (the fp32 ceiling 1e-4 raised to the case's conditioning, 4.0e-4)
-and it fails with a dx mismatch, while the x-hat form passes at every mean (< 1e-7).
+At means of 1e4 and 1e5 its error (1.0e-4, 8.5e-4) is 2.5x and 2.1x the conditioning
+(4.0e-5, 4.0e-4), inside the fp32 bound (8x it) to which the ceiling is raised: as close to
+the conditioning as plain fp32 code on a one-hot softmax row (1.8x), so the rule cannot
+tell it apart and it passes, while the x-hat form stays below 1e-7 at every mean.
 """
 
 from types import MappingProxyType
@@ -60,18 +61,16 @@ def test_x_form_error_is_larger_on_large_means_and_passes_at_1000():
         assert a["err"] == b["err"]
 
 
-def test_x_form_fails_on_a_mean_of_1e5_and_the_x_hat_form_passes():
+def test_on_a_mean_of_1e5_the_x_form_is_within_the_fp32_bound_the_ceiling_rises_to():
     rows = rows_for(1e5)
     assert rows["xhat_form"].verdict == "pass", rows["xhat_form"].reason
-    assert rows["x_form"].verdict == "fail"
-    assert rows["x_form"].failure_kind == "mismatch"
-    assert "dx mismatch" in rows["x_form"].reason
     xf = dx(rows["x_form"])
-    # the fp32 ceiling, raised to the case's conditioning (no fp32 computation is asked to
-    # beat that), and the x form still 2x over it
-    eps32 = torch.finfo(torch.float32).eps
-    assert xf["allowed"] == pytest.approx(max(1e-4, eps32 + xf["cond_err"]))
-    assert xf["err"] > 2 * xf["allowed"]
+    # the fp32 ceiling 1e-4 raised to what fp32 with one rounding reaches (8x the
+    # conditioning): the x form is 2x the conditioning, far above the x-hat form, and passes
+    fp32 = tolerances.fp32_error(TolClass.ELEMENTWISE, torch.float32, xf["cond_err"])
+    assert xf["allowed"] == pytest.approx(fp32)
+    assert 1.5 * xf["cond_err"] < xf["err"] < xf["allowed"]
+    assert rows["x_form"].verdict == "pass", rows["x_form"].reason
     assert dx(rows["xhat_form"])["err"] < 1e-6
 
 
