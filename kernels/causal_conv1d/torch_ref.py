@@ -2,7 +2,14 @@
 
 This is the same-dtype yardstick of the tolerance rule (FlashAttention's convention: an
 implementation may be k times as far from float64 as eager PyTorch in the same dtype).
-Every step runs in x's dtype (weights are cast to it), as a naive port would compute.
+Every step runs in x's dtype (weights are cast to it), as a naive port would compute
+(or autocast: an fp16 dweight over a long sequence with a shifted dout overflows to inf
+where its exact value passes 65504, although the suite's dweight is fp32).
+
+On CUDA, cuDNN runs with TF32 off and deterministic algorithms, whatever the process's
+settings: PyTorch's default `allow_tf32` made fp32 conv gradients TF32 (errors 4x the fp32
+ceiling at 1.7M-term dweight sums), and its default algorithms sum dweight in an order
+that changes between calls (fuzzed on the H200).
 """
 
 from __future__ import annotations
@@ -32,12 +39,20 @@ def _forward(x, weight, bias, seq_idx, init, activation):
     return out, xc[..., L:]
 
 
-@implementation("causal_conv1d", "torch_ref", kind="reference", version=torch.__version__)
+KNOWN_FAILURES = {
+    "causal_conv1d/torch-fp16-dweight-overflow/": "dweight computed in fp16 overflows: its "
+                                                  "exact value 3.98e5 passes 65504",
+}
+
+
+@implementation("causal_conv1d", "torch_ref", kind="reference", version=torch.__version__,
+                known_failures=KNOWN_FAILURES)
 def torch_ref(*, x, weight, bias, dout, seq_idx, initial_states, dfinal_states, activation,
               out):
     """autograd of conv1d (+SiLU) in the activation dtype"""
     dt = x.dtype
-    with torch.enable_grad():
+    with torch.enable_grad(), torch.backends.cudnn.flags(
+            enabled=True, benchmark=False, deterministic=True, allow_tf32=False):
         leaves = {"dx": x.detach().requires_grad_(),
                   "dweight": weight.detach().to(dt).requires_grad_()}
         if bias is not None:

@@ -76,9 +76,16 @@ def _launch(x, dy, gamma, mean, rstd, out) -> bool:
     return True
 
 
+# Found by the fuzzer on the H200 (cases/layer_norm/findings.toml, liger-kernel 0.8.5).
+KNOWN_FAILURES = {
+    "layer_norm/liger-one-column/": "hidden size 1: dx is 1e-5 where the exact dx is 0 (dy "
+                                    "minus its row mean, one element, does not cancel exactly)",
+}
+
+
 @implementation("layer_norm", "liger", kind="vendor", devices=("cuda",), supports=supports,
                 deterministic=False, version=VERSION, enabled=not WHY_NOT,
-                disabled_reason=WHY_NOT)
+                disabled_reason=WHY_NOT, known_failures=KNOWN_FAILURES)
 def liger(*, x, dy, gamma, mean, rstd, out):
     """Liger-Kernel's fused Triton LayerNorm backward (two-stage dW/dB partial sums)"""
     x, dy = x.contiguous(), dy.contiguous()

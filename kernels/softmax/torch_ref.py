@@ -20,7 +20,17 @@ from suite.registry import implementation
 _aten = torch.ops.aten
 
 
-@implementation("softmax", "torch_ref", kind="native", version=torch.__version__)
+# Fuzzed on the H200 (cases/softmax/findings.toml): bf16 rows of 13 near one-hot, one
+# element 0.07 of max|golden| off on CUDA (the CPU kernel passes): the pattern of a
+# product dy * y rounded to bf16 before y * sum is subtracted from it.
+KNOWN_FAILURES = {
+    "cuda:softmax/torch-bf16-one-hot/": "CUDA bf16 near one-hot row: one element 0.07 of "
+                                        "max|golden| off (an intermediate rounded to bf16)",
+}
+
+
+@implementation("softmax", "torch_ref", kind="native", version=torch.__version__,
+                known_failures=KNOWN_FAILURES)
 def torch_ref(*, y, dy, mask, scale, out):
     """PyTorch's native_dropout_backward then _softmax_backward_data, in the case dtype"""
     g = dy if mask is None else _aten.native_dropout_backward(dy, mask, scale)
