@@ -1,7 +1,8 @@
 """The roofline section: per op, a row per timed listed item (compulsory bytes, median
-and IQR of the samples, the wall time of a call and its kernel launches, GB/s, fraction of the measured copy bandwidth, speed as a fraction
-of a device copy of the same bytes, arithmetic intensity, bound) and the time-against-bytes
-chart with the copy-bandwidth line and the curve of the same-bytes copies."""
+and IQR of the samples, the wall time of a call and its kernel launches, GB/s, fraction
+of the measured copy bandwidth, speed as a fraction of a device copy of the same bytes,
+arithmetic intensity, bound) and the time-against-bytes chart with the copy-bandwidth
+line and the curve of the same-bytes copies."""
 
 from __future__ import annotations
 

@@ -1,13 +1,20 @@
 """Kernel launches per call (suite/launches.py): the counting rule on fake profiler
 events, the never-fatal contract, and on a GPU the count of real calls."""
 
-from types import SimpleNamespace
+import dataclasses
+from types import MappingProxyType, SimpleNamespace
 
 import pytest
 import torch
 from torch.autograd import DeviceType
 
-from suite import launches
+from kernels.adamw.torch_ref import torch_ref
+from suite import launches, registry, runner
+from suite.cases import Case
+from suite.registry import Implementation
+from suite.roofline import Ceilings
+from suite.rows import ResultRow
+from suite.timing import Timing
 
 CUDA, CPU = DeviceType.CUDA, DeviceType.CPU
 
@@ -68,3 +75,37 @@ def test_one_add_is_one_launch_and_two_are_two():
     torch.cuda.synchronize()
     assert launches.count_launches(lambda: torch.add(a, b), "cuda") == 1
     assert launches.count_launches(lambda: (torch.add(a, b), torch.add(b, a)), "cuda") == 2
+
+
+def test_the_runner_stores_wall_time_and_launches_of_a_cuda_item(monkeypatch):
+    """suite.runner._time on CUDA, its clocks and profiler faked: the wall time in ms over
+    as many calls as the timing kept, the launches, both given the op's setup."""
+    spec = registry.op("adamw")
+    case = Case(op="adamw", group="t", id="adamw/t/x", tags=frozenset({"ci"}),
+                params=MappingProxyType(dict(spec.params.defaults(), sizes=[5])), seed=1,
+                file="<test>")
+    cpu = torch.device("cpu")
+    ctx = runner.CaseContext(spec, case, runner.RunOptions(device=cpu, golden_device=cpu))
+    ctx.opts = dataclasses.replace(ctx.opts, device=torch.device("cuda", 0))
+    seen = {}
+    monkeypatch.setattr(runner, "time_call", lambda call, device, setup, **how: Timing(
+        method="cuda_events", samples_s=(1e-3, 2e-3, 3e-3), warmup=1, l2_flush="clean"))
+    monkeypatch.setattr(runner, "same_bytes_copy_s", lambda *a, **k: None)
+
+    def wall(call, device, setup, repeats):
+        seen["wall"] = (setup is not None, repeats)
+        return 4e-3
+
+    def count(call, device, setup):
+        seen["count"] = setup is not None
+        return 7
+
+    monkeypatch.setattr(runner, "wall_time", wall)
+    monkeypatch.setattr(runner, "count_launches", count)
+    row = ResultRow(bytes=100, flops=10)
+    runner._time(row, spec, Implementation(op="adamw", name="r", fn=torch_ref,
+                                           kind="native"), ctx,
+                 Ceilings(device_name="x", copy_gbps=None, copy_source="none",
+                          peak_tflops=None))
+    assert row.time_median_s == 2e-3 and row.wall_median_ms == 4.0 and row.launches == 7
+    assert seen == {"wall": (True, 3), "count": True}
