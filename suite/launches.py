@@ -16,8 +16,6 @@ import torch
 
 # kineto's activity types of device records (FunctionEvent.activity_type)
 KERNEL, MEMCPY, MEMSET = "kernel", "gpu_memcpy", "gpu_memset"
-# name prefixes of copy and set records, for events that carry no activity type
-_NOT_KERNEL_PREFIXES = ("Memcpy", "Memset")
 
 
 def _on_cuda(event) -> bool:
@@ -29,7 +27,7 @@ def kind(event) -> Optional[str]:
     (host records, annotations, syncs)."""
     if not _on_cuda(event):
         return None
-    activity = getattr(event, "activity_type", None)
+    activity = str(getattr(event, "activity_type", None) or "").lower()  # some say "Kernel"
     if activity:
         return activity if activity in (KERNEL, MEMCPY, MEMSET) else None
     name = str(getattr(event, "name", ""))

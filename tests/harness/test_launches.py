@@ -27,7 +27,7 @@ FAKE = [
     ev("aten::add", CPU),  # a host op
     ev("cudaLaunchKernel", CPU, "cuda_runtime"),  # the launch call, host side
     ev("void at::native::vectorized_elementwise_kernel<4>", activity="kernel"),
-    ev("void at::native::reduce_kernel<512, 1>", activity="kernel"),
+    ev("void at::native::reduce_kernel<512, 1>", activity="Kernel"),  # legacy spelling
     ev("Memcpy DtoD (Device -> Device)", activity="gpu_memcpy"),
     ev("Memset (Device)", activity="gpu_memset"),
     ev("my_region", activity="gpu_user_annotation"),  # a record_function on the GPU
