@@ -1,10 +1,12 @@
 """One detail row per listed item, the target of its matrix cell: the output closest
-to its tolerance (err / allowed, the headroom of a pass), determinism, median time, and
-links on to the failure entry and the roofline row."""
+to its tolerance (err / allowed, the headroom of a pass), determinism, median time, the
+op's statistics of the item where it declares some (stats_json), and links on to the
+failure entry and the roofline row."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -29,6 +31,8 @@ class Detail:
     note: str  # the reason of a non-passing item without a failure entry, shortened
     failure_href: str  # "" without a failure entry
     roofline_href: str  # "" when untimed
+    # the op's statistics (OpSpec.case_stats): name -> number, or "error" -> its message
+    stats: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -37,16 +41,35 @@ class DetailGroup:
     group: str
     rows: tuple
 
+    @property
+    def has_stats(self) -> bool:
+        return any(d.stats for d in self.rows)
+
 
 COLUMNS = ["op", "case_group", "case_id", "impl", "verdict", "failure_kind", "outputs",
            "determinism", "det_spread", "time_median_s", "timed", "entry", "anchor", "reason",
-           "expected", "xpass", "known"]
+           "expected", "xpass", "known", "stats_json"]
 NOTE_CHARS = 240  # the failure entry holds the whole reason
 
 
 def _note(reason) -> str:
     text = "" if reason is None or pd.isna(reason) else str(reason)
     return text if len(text) <= NOTE_CHARS else text[:NOTE_CHARS - 1] + "…"
+
+
+def _stats(text) -> dict:
+    """stats_json as {name: fmt.Num}, a message as itself; {} when the row has none."""
+    if not isinstance(text, str) or not text:
+        return {}
+    try:
+        stats = json.loads(text)
+    except ValueError:
+        return {"error": f"unreadable statistics: {text[:NOTE_CHARS]}"}
+    if not isinstance(stats, dict):
+        return {"error": f"statistics not an object: {text[:NOTE_CHARS]}"}
+    return {str(k): _note(v) if isinstance(v, str)
+            else fmt.count(v) if isinstance(v, int) and not isinstance(v, bool)
+            else fmt.sig(v) for k, v in stats.items()}
 
 
 def _detail(r) -> Detail:
@@ -62,7 +85,7 @@ def _detail(r) -> Detail:
         else _note(f"unexpected pass: declared to fail: {r.known}") if r.xpass
         else _note(r.reason) if r.verdict != Verdict.PASS and not r.entry else "",
         failure_href=f"#f{r.anchor}" if r.entry else "",
-        roofline_href=f"#r{r.anchor}" if r.timed else "")
+        roofline_href=f"#r{r.anchor}" if r.timed else "", stats=_stats(r.stats_json))
 
 
 def build(items: Items) -> tuple:

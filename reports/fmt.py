@@ -57,6 +57,11 @@ def seconds(v) -> Num:
     return _num(v, lambda f: "0 s" if f == 0 else _scaled(f, _TIME))
 
 
+def millis(v) -> Num:
+    """Milliseconds shown as a time (raw stays the milliseconds)."""
+    return _num(v, lambda f: "0 s" if f == 0 else _scaled(f / 1e3, _TIME))
+
+
 def nbytes(v) -> Num:
     return _num(v, lambda f: _scaled(f, _BYTES), as_int=True)
 

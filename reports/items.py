@@ -103,7 +103,10 @@ COLUMNS = ("run_id", "run_started", "device_name", "op", "case_id", "case_group"
            "diagnosis",
            "diagnosis_cause", "determinism", "det_spread", "time_samples_s",
            "time_median_s", "time_iqr_s", "bytes", "gbps", "copy_gbps", "frac_copy_bw",
-           "frac_same_copy", "same_copy_s", "arith_intensity", "bound")
+           "frac_same_copy", "same_copy_s", "arith_intensity", "bound", "wall_median_ms",
+           "launches", "stats_json")
+# columns a frame may lack (rows built by hand, not read through suite.results): null
+OPTIONAL = ("wall_median_ms", "launches", "stats_json")
 
 
 def _case_ranks(rows: pd.DataFrame) -> pd.Series:
@@ -144,6 +147,7 @@ def select(df: pd.DataFrame, cap: int) -> Items:
     failure ("" when none); `expected` marks the failures it declares, `xpass` the
     declared ones that passed, `unexpected` the failures nobody declared."""
     rows = latest_rows(df[[c for c in COLUMNS if c in df.columns]])
+    rows = rows.assign(**{c: None for c in OPTIONAL if c not in rows.columns})
     n_dup = len(df) - len(rows)
     # plain Python strings: pandas' arrow-backed ones iterate ~20x slower row by row
     rows = rows.astype({c: object for c in rows.columns

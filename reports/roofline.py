@@ -1,7 +1,8 @@
 """The roofline section: per op, a row per timed listed item (compulsory bytes, median
-and IQR of the samples, GB/s, fraction of the measured copy bandwidth, speed as a fraction
-of a device copy of the same bytes, arithmetic intensity, bound) and the time-against-bytes
-chart with the copy-bandwidth line and the curve of the same-bytes copies."""
+and IQR of the samples, the wall time of a call and its kernel launches, GB/s, fraction
+of the measured copy bandwidth, speed as a fraction of a device copy of the same bytes,
+arithmetic intensity, bound) and the time-against-bytes chart with the copy-bandwidth
+line and the curve of the same-bytes copies."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ class Row:
     median: fmt.Num
     iqr: fmt.Num
     noisy: bool
+    wall: fmt.Num  # milliseconds, host time of a call until the device finished it
+    launches: fmt.Num
     n_samples: fmt.Num
     gbps: fmt.Num
     frac_copy_bw: fmt.Num
@@ -51,7 +54,7 @@ class OpRoofline:
 
 COLUMNS = ["case_id", "case_group", "impl", "anchor", "verdict", "time_samples_s",
            "time_median_s", "time_iqr_s", "bytes", "gbps", "frac_copy_bw", "frac_same_copy",
-           "same_copy_s", "arith_intensity", "bound"]
+           "same_copy_s", "arith_intensity", "bound", "wall_median_ms", "launches"]
 
 
 def _n(samples) -> Optional[int]:
@@ -88,6 +91,7 @@ def build(items: Items, colors: Optional[dict] = None) -> tuple:
                 case_id=r.case_id, impl=r.impl, color=color[r.impl], verdict=r.verdict,
                 bytes=fmt.nbytes(r.bytes), median=fmt.seconds(med), iqr=fmt.seconds(iqr),
                 noisy=bool(med and iqr is not None and iqr / med > NOISY_IQR),
+                wall=fmt.millis(r.wall_median_ms), launches=fmt.count(r.launches),
                 n_samples=fmt.count(_n(r.time_samples_s)), gbps=fmt.rate(r.gbps),
                 frac_copy_bw=fmt.percent(r.frac_copy_bw),
                 frac_same_copy=fmt.percent(r.frac_same_copy),

@@ -135,6 +135,11 @@ class OpSpec:
     # every call gets fresh copies, and the updated copies are checked against the golden
     mutates: tuple = ()
 
+    # statistics of one checked item, stored as JSON in the row's stats_json:
+    # (params, the inputs as they were before the call, the implementation's outputs
+    # including its updated inputs, the float64 golden) -> {name: number}; None: none
+    case_stats: Optional[Callable[[Mapping, CaseInputs, Mapping, Mapping], dict]] = None
+
     tags: tuple = field(default=())
 
     def __post_init__(self):

@@ -296,9 +296,15 @@ def _v6_to_v7(table: pa.Table) -> pa.Table:
     return _add_null_columns(table, ("yardstick_note",))
 
 
+def _v7_to_v8(table: pa.Table) -> pa.Table:
+    """Version 8 added the op's statistics, the wall time and the kernel launches of a call;
+    older rows have none (null)."""
+    return _add_null_columns(table, ("stats_json", "wall_median_ms", "launches"))
+
+
 # version N -> the step that turns a version-N table into version N+1
 _MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6,
-               6: _v6_to_v7}
+               6: _v6_to_v7, 7: _v7_to_v8}
 
 
 def read_table(path: Path) -> pa.Table:

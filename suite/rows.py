@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from suite.outcomes import Determinism, FailureKind, Verdict
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 VERSION_KEY = b"bwd_suite_schema_version"
 
 OUTPUT_STRUCT = pa.struct([
@@ -110,6 +110,9 @@ class ResultRow:
     # (added in version 7)
     yardstick_note: Optional[str] = _col(_str)
     outputs: list = _col(pa.list_(OUTPUT_STRUCT), [])  # suite.verdicts.OutputCheck.as_row
+    # the op's statistics of the item as a JSON object (OpSpec.case_stats), {"error": ...}
+    # when they raised; null where the op declares none (added in version 8)
+    stats_json: Optional[str] = _col(_str)
     # --- diagnosis of failing items (null / empty on the others) ---
     diagnosis: Optional[str] = _col(_str)
     diagnosis_cause: Optional[str] = _col(_str)
@@ -127,6 +130,11 @@ class ResultRow:
     time_warmup: Optional[int] = _col(_i32)
     l2_flush: Optional[str] = _col(_str)  # suite.timing.L2_FLUSH_MODES
     timing_pacing: Optional[str] = _col(_str)  # null off CUDA
+    # host time of one call until its device work is done, as a training loop sees it
+    # (suite.timing.wall_time); kernels one call launches (suite/launches.py), null off
+    # CUDA (both added in version 8)
+    wall_median_ms: Optional[float] = _col(_f64)
+    launches: Optional[int] = _col(_i64)
     # --- roofline (suite.roofline) ---
     bytes: Optional[int] = _col(_i64)
     flops: Optional[int] = _col(_i64)

@@ -3,7 +3,9 @@
 Per case, once: inputs in the case dtype and layout, the float64 golden of those very
 values, and the yardstick implementation's error. Per implementation: a call into
 poisoned outputs, the input-unchanged check, the per-output verdicts, R-1 repeat calls
-for determinism, then timing of the backward call alone. An implementation that raises
+for determinism, the op's statistics of the item (`OpSpec.case_stats`, where declared),
+then timing of the backward call alone, its wall time as a training loop sees it and, on
+CUDA, the kernels one call launches (suite/launches.py). An implementation that raises
 gets verdict `error` with its message; the run goes on, unless the error lost the
 process's CUDA context: later items are then errors naming it (suite/cuda_fault.py). A
 failing item whose op has a diagnosis hook gets its wrong elements localised and a
@@ -12,6 +14,8 @@ one-line likely cause (suite/diagnosis.py).
 
 from __future__ import annotations
 
+import json
+import math
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -29,7 +33,8 @@ from suite.registry import Implementation
 from suite.results import params_json
 from suite.roofline import Ceilings, roofline, same_bytes_copy_s
 from suite.rows import ResultRow, RunInfo
-from suite.timing import DEFAULT_WARMUP_S, time_call
+from suite.launches import count_launches
+from suite.timing import DEFAULT_WARMUP_S, time_call, wall_time
 from suite.verdicts import (OutputCheck, check_output, classify_determinism, flat,
                             golden_scale, modified_inputs, normalized_error, snapshot)
 
@@ -383,12 +388,36 @@ def _check(row: ResultRow, ctx: CaseContext, impl: Implementation,
         _diagnose(row, ctx, first, checks)
     else:
         row.finish(Verdict.PASS)
+    if spec.case_stats is not None:
+        given = CaseInputs(tensors={k: before.get(k) for k in ctx.inputs.tensors},
+                           attrs=ctx.inputs.attrs)
+        row.stats_json = case_stats_json(spec, case.params, given, first, ctx.golden)
+
+
+def case_stats_json(spec: OpSpec, params: Mapping, inputs: CaseInputs, outputs: Mapping,
+                    golden: Mapping) -> str:
+    """The op's statistics of an item as a JSON object, never fatal: a NaN or infinite
+    value is left out (JSON has none), and a hook that raises gives {"error": "..."}."""
+    try:
+        stats = spec.case_stats(params, inputs, outputs, golden)
+        kept = {}
+        for k, v in dict(stats).items():
+            v = v.item() if isinstance(v, torch.Tensor) else v
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise TypeError(f"statistic {k!r} is {type(v).__name__}, not a number")
+            if isinstance(v, float) and not math.isfinite(v):
+                continue
+            kept[str(k)] = v if isinstance(v, int) else float(v)
+        return json.dumps(kept, sort_keys=True)
+    except Exception as e:  # noqa: BLE001 - a statistics bug must not lose the verdict
+        return json.dumps({"error": f"{type(e).__name__}: {e}"})
 
 
 def _time(row: ResultRow, spec: OpSpec, impl: Implementation, ctx: CaseContext,
           ceilings: Ceilings) -> None:
     """The timing and roofline columns: the backward call alone, then a device copy of the
-    case's bytes timed alike (a yardstick of the case's own size)."""
+    case's bytes timed alike (a yardstick of the case's own size), then the call's wall
+    time and kernel launches."""
     opts = ctx.opts
     how = dict(warmup=opts.warmup, warmup_s=opts.warmup_s, repeats=opts.samples,
                max_time_s=opts.max_time_s, l2_flush=opts.l2_flush)
@@ -400,6 +429,15 @@ def _time(row: ResultRow, spec: OpSpec, impl: Implementation, ctx: CaseContext,
     row.time_median_s, row.time_iqr_s = timing.median_s, timing.iqr_s
     row.time_warmup, row.l2_flush, row.timing_pacing = (timing.warmup, timing.l2_flush,
                                                         timing.pacing)
+    # a training loop's view of one call: on CPU perf_counter around the call is that
+    # already; on CUDA host time to a synchronize, then the kernels one call launches
+    if opts.device.type == "cuda":
+        setup = getattr(call, "setup", None)
+        row.wall_median_ms = 1e3 * wall_time(call, opts.device, setup=setup,
+                                             repeats=len(timing.samples_s))
+        row.launches = count_launches(call, opts.device, setup=setup)
+    else:
+        row.wall_median_ms = 1e3 * timing.median_s
     row.gbps, row.copy_gbps, row.frac_copy_bw = roof.gbps, ceilings.copy_gbps, roof.frac_copy_bw
     row.same_copy_s = copy_s
     row.frac_same_copy = copy_s / timing.median_s if copy_s and timing.median_s else None

@@ -1,6 +1,7 @@
-"""The terminal summary of a run: verdict counts and speed per (op, implementation),
-then the failures with their reasons and one-line diagnoses, then the likely cause per
-failing implementation across the run (suite/diagnosis.py)."""
+"""The terminal summary of a run: verdict counts, device and wall time, kernel launches
+and speed per (op, implementation), then the failures with their reasons and one-line
+diagnoses, then the likely cause per failing implementation across the run
+(suite/diagnosis.py)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,20 @@ def _geomean(values):
 def _fmt(v, spec):
     """v in a column of format `spec` (a width first); "-", right-aligned, when missing."""
     return format(v, spec) if v is not None else "-".rjust(int(spec.split(".")[0]))
+
+
+def _median(values):
+    values = sorted(v for v in values if v is not None)
+    return values[len(values) // 2] if values else None
+
+
+def _span(counts) -> str:
+    """Kernel launches of the items: one number, or the least and the most; "-" for none."""
+    counts = [c for c in counts if c is not None]
+    if not counts:
+        return "-"
+    lo, hi = min(counts), max(counts)
+    return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
 def _run_diagnoses(rows: list) -> list:
@@ -65,7 +80,8 @@ def render(rows: Iterable[ResultRow]) -> str:
                                                      for r in rs)}
     head = (f"{'op':<16} {'implementation':<30} {'items':>5} "
             + " ".join(f"{v:>11}" for v in VERDICTS)
-            + f" {'bitwise':>8} {'median GB/s':>12} {'frac copy':>10} {'same copy':>10}")
+            + f" {'bitwise':>8} {'dev ms':>9} {'wall ms':>9} {'launches':>9}"
+            + f" {'median GB/s':>12} {'frac copy':>10} {'same copy':>10}")
     lines = [head, "-" * len(head)]
     for (op, impl), rs in sorted(groups.items()):
         if (op, impl) in idle:
@@ -77,9 +93,13 @@ def render(rows: Iterable[ResultRow]) -> str:
         frac = _geomean([r.frac_copy_bw for r in timed])
         same = _geomean([r.frac_same_copy for r in timed])
         bitwise = sum(r.determinism is Determinism.BITWISE for r in rs)
+        dev = _median([1e3 * r.time_median_s for r in timed if r.time_median_s is not None])
+        wall = _median([r.wall_median_ms for r in timed])
         lines.append(f"{op:<16} {impl:<30} {len(rs):>5} "
                      + " ".join(f"{n:>11}" for n in counts)
-                     + f" {bitwise:>8} {_fmt(med, '12.4g')} {_fmt(frac, '10.3g')}"
+                     + f" {bitwise:>8} {_fmt(dev, '9.4g')} {_fmt(wall, '9.4g')}"
+                     + f" {_span(r.launches for r in timed):>9}"
+                     + f" {_fmt(med, '12.4g')} {_fmt(frac, '10.3g')}"
                      + f" {_fmt(same, '10.3g')}")
     if idle:
         names = ", ".join(f"{op}/{impl}" for op, impl in sorted(idle))
@@ -104,7 +124,10 @@ def render(rows: Iterable[ResultRow]) -> str:
                      f"{weak[0].case_id}: {weak[0].yardstick_note[:200]}")
     if bad:
         lines += _run_diagnoses(rows)
-    lines.append("\nframe: 'frac copy' is the geometric mean over passing items of GB/s "
+    lines.append("\nframe: over passing timed items, 'dev ms' is the median of their median "
+                 "times, 'wall ms' of their wall times (one call until the device is done, "
+                 "as a training loop waits),\n'launches' the fewest-most kernels one call "
+                 "launches (CUDA); 'frac copy' is the geometric mean of GB/s "
                  "(compulsory bytes / median time) over the measured copy bandwidth;\n"
                  "'same copy' of the time of a device copy of the item's bytes, timed "
                  "alike, over its median (1: as fast as copying them).")

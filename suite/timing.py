@@ -27,10 +27,14 @@ The flush (`l2_flush`, docs/timing.md#l2-flush):
 - "none": no flush (data of the previous sample may still be cached).
 
 On CPU the clock is `time.perf_counter` around each call, with no flush ("none").
+
+`wall_time` is the other clock: the host's time of a call until the device has finished it,
+as a training loop waits for it (no flush, no hold, so launch gaps and host work count).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass
@@ -311,3 +315,35 @@ def time_call(fn: Callable[[], object], device: torch.device | str, *, warmup: i
     if device.type == "cuda":
         return _time_cuda(fn, device, warmup, warmup_s, repeats, max_time_s, l2_flush, setup)
     raise ValueError(f"cannot time on device type {device.type!r}; expected cpu or cuda")
+
+
+WALL_MAX_SAMPLES = 20
+
+
+def wall_time(fn: Callable[[], object], device: torch.device | str, *, repeats: int = 20,
+              setup: Callable[[], object] | None = None) -> float:
+    """Median seconds, over min(repeats, WALL_MAX_SAMPLES) calls, from just before `fn()`
+    to the end of the device work it queued (a synchronize on CUDA), `setup()` and the
+    device's earlier work outside. No warm-up: call it after `time_call` has warmed up."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    device = torch.device(device)
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        sync = lambda: torch.cuda.synchronize(index)  # noqa: E731
+        on_device = torch.cuda.device(index)
+    elif device.type == "cpu":
+        sync, on_device = (lambda: None), contextlib.nullcontext()
+    else:
+        raise ValueError(f"cannot time on device type {device.type!r}; expected cpu or cuda")
+    setup = setup or (lambda: None)
+    samples = []
+    with on_device:
+        for _ in range(min(repeats, WALL_MAX_SAMPLES)):
+            setup()
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            samples.append(time.perf_counter() - t0)
+    return quantile(sorted(samples), 0.5)

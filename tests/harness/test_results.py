@@ -146,7 +146,8 @@ def test_every_row_is_readable_as_it_arrives_and_no_temporary_is_left(rows, tmp_
 def test_a_version_tag_with_a_missing_column_is_one_line(rows, tmp_path):
     table = pa.Table.from_pylist([r.to_record() for r in rows], schema=results.SCHEMA)
     pq.write_table(table.drop_columns(["verdict"]), tmp_path / "cut.parquet")
-    with pytest.raises(SuiteInputError, match=r"cut.parquet: schema version 7 but the "
+    with pytest.raises(SuiteInputError, match=rf"cut.parquet: schema version "
+                                              rf"{results.SCHEMA_VERSION} but the "
                                               r"columns \['verdict'\] are missing"):
         results.read_results([tmp_path / "cut.parquet"])
 
@@ -158,6 +159,26 @@ def test_version_5_files_read_with_no_known_failures(rows, tmp_path):
     pq.write_table(pa.Table.from_pylist(recs, schema=schema), tmp_path / "v5.parquet")
     df = results.read_results([tmp_path / "v5.parquet"])
     assert list(df.columns) == results.SCHEMA.names and df.known_failure.isna().all()
+
+
+def test_version_7_files_read_with_null_stats_wall_times_and_launches(rows, tmp_path):
+    added = {"stats_json", "wall_median_ms", "launches"}
+    schema = pa.schema([f for f in results.SCHEMA if f.name not in added],
+                       metadata={b"bwd_suite_schema_version": b"7"})
+    recs = [{k: r.to_record()[k] for k in schema.names} for r in rows]
+    pq.write_table(pa.Table.from_pylist(recs, schema=schema), tmp_path / "v7.parquet")
+    df = results.read_results([tmp_path / "v7.parquet"])
+    assert list(df.columns) == results.SCHEMA.names
+    assert df[sorted(added)].isna().all().all()
+    assert list(df.time_median_s) == [r.time_median_s for r in rows]
+
+
+def test_cpu_rows_carry_the_wall_time_and_no_launches(rows):
+    timed = [r for r in rows if r.time_median_s]
+    assert timed
+    for r in timed:
+        assert r.wall_median_ms == pytest.approx(1e3 * r.time_median_s)
+        assert r.launches is None and r.stats_json is None  # causal_conv1d declares none
 
 
 def test_other_schema_version_is_refused(rows, tmp_path):

@@ -40,3 +40,20 @@ def test_summary_names_the_l2_flush():
     rows[1].l2_flush = "none"
     assert summary.render(rows).splitlines()[-1] == (
         "timed after a clean L2 flush / without an L2 flush (--l2-flush).")
+
+
+def test_summary_shows_device_and_wall_time_and_launches():
+    rows = [dataclasses.replace(_row("cuda", 0.5, 0.8), time_median_s=t, wall_median_ms=w,
+                                launches=n)
+            for t, w, n in ((1e-3, 1.5, 3), (2e-3, 2.5, 5), (4e-3, 4.5, 3))]
+    rows.append(dataclasses.replace(_row("cpu_ref", 0.2, 0.3), time_median_s=1e-2,
+                                    wall_median_ms=10.0))
+    lines = summary.render(rows).splitlines()
+    head = lines[0].split()
+    at = head.index("ms")  # "dev ms wall ms launches" before "median GB/s"
+    assert head[at - 1:at + 4] == ["dev", "ms", "wall", "ms", "launches"]
+    cuda = next(line for line in lines if line.split()[1:2] == ["cuda"]).split()
+    assert cuda[-6:-3] == ["2", "2.5", "3-5"]  # medians, fewest-most
+    cpu = next(line for line in lines if line.split()[1:2] == ["cpu_ref"]).split()
+    assert cpu[-6:-3] == ["10", "10", "-"]  # not counted off CUDA
+    assert any("'launches'" in line for line in lines)

@@ -422,3 +422,35 @@ def test_fake_gpu_fn_that_synchronizes_is_held_once(fake_gpu):
 
     t = _time_fake(fn)
     assert len(calls) == 2 + 5 and t.pacing == "outrun" and len(fake_gpu.holds_s) == 1
+
+
+def test_fake_gpu_wall_time_waits_for_the_device_and_leaves_setup_out(fake_gpu):
+    calls = []
+
+    def setup():  # host time and device work of its own, neither in the samples
+        fake_gpu.host(1.0)
+        fake_gpu.sleep(int(0.5 * _FakeGpu.RATE))
+
+    def fn():
+        calls.append(1)
+        fake_gpu.host(1e-4)  # the launch
+        fake_gpu.sleep(int(2e-3 * _FakeGpu.RATE))  # the kernel
+
+    assert timing.wall_time(fn, "cuda:0", repeats=50, setup=setup) == pytest.approx(2.1e-3)
+    assert len(calls) == timing.WALL_MAX_SAMPLES  # capped
+
+
+def test_cpu_wall_time_is_the_median_of_host_times(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    lengths = iter([5.0, 1.0, 3.0])
+
+    def fn():
+        clock[0] += next(lengths)
+
+    assert timing.wall_time(fn, "cpu", repeats=3, setup=lambda: clock.__setitem__(
+        0, clock[0] + 100.0)) == 3.0
+    with pytest.raises(ValueError):
+        timing.wall_time(fn, "cpu", repeats=0)
+    with pytest.raises(ValueError, match="device type"):
+        timing.wall_time(fn, "meta")

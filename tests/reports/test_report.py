@@ -5,6 +5,7 @@ The page is read back through the data attributes it emits (`data-k` names the c
 `data-v` holds the full-precision value) with the standard library's HTML parser.
 """
 
+import json
 import math
 from html.parser import HTMLParser
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reports import render
+from reports import fmt, render
 from suite.regression import Rule
 from suite.results import read_results
 
@@ -200,6 +201,47 @@ def test_roofline_shows_each_items_fraction_of_its_same_bytes_copy(perf):
     old = [node.all_text() for _, _, key, _, node in Tree(html_of(perf)).values("roofline")
            if key == "frac_same_copy"]
     assert len(old) == len(perf) and not any(any(c.isdigit() for c in t) for t in old)
+
+
+def test_roofline_shows_wall_time_and_launches(perf):
+    df = perf.assign(wall_median_ms=[0.25 + k for k in range(len(perf))],
+                     launches=[k % 3 + 1 for k in range(len(perf))])
+    shown = {(case, impl, key): (raw, node.all_text())
+             for case, impl, key, raw, node in Tree(html_of(df)).values("roofline")
+             if key in ("wall_median_ms", "launches")}
+    assert len(shown) == 2 * len(df)
+    for r in df.itertuples():
+        raw, text = shown[(r.case_id, r.impl, "wall_median_ms")]
+        assert float(raw) == r.wall_median_ms and text == fmt.seconds(r.wall_median_ms / 1e3).text
+        raw, text = shown[(r.case_id, r.impl, "launches")]
+        assert int(raw) == r.launches == int(text)
+    # a run of schema 7 has neither: empty cells
+    old = [raw for _, _, key, raw, _ in Tree(html_of(perf)).values("roofline")
+           if key in ("wall_median_ms", "launches")]
+    assert len(old) == 2 * len(perf) and not any(old)
+
+
+def test_item_details_show_the_ops_statistics(perf):
+    df = perf.reset_index(drop=True).assign(stats_json=None)
+    df.loc[0, "stats_json"] = '{"swallowed_fraction": 0.953125, "n_elements": 341}'
+    df.loc[1, "stats_json"] = json.dumps({"error": "KeyError: " + XSS})
+    html = html_of(df)
+    assert "<script" not in html.lower()
+    tree = Tree(html)
+    stats = {(case, impl, key): (raw, node.all_text())
+             for case, impl, key, raw, node in tree.values("details")
+             if key in ("swallowed_fraction", "n_elements", "error")}
+    first = (df.case_id[0], df.impl[0])
+    assert stats[first + ("swallowed_fraction",)] == ("0.953125", "swallowed_fraction 0.953")
+    assert stats[first + ("n_elements",)] == ("341", "n_elements 341")
+    assert stats[(df.case_id[1], df.impl[1], "error")][1] == "error KeyError: " + XSS
+    assert len(stats) == 3
+    heads = [n for n in tree.find(lambda n: n.tag == "th") if n.all_text() == "statistics"]
+    assert heads  # only where a sweep has statistics
+    assert "statistics</th>" not in html_of(perf)
+    doc = json.loads(render.to_json(render.build(df, None, render.Options())))
+    rows = [d for g in doc["details"] for d in g["rows"] if d["stats"]]
+    assert {"swallowed_fraction": 0.953125, "n_elements": 341} in [d["stats"] for d in rows]
 
 
 def test_chart_draws_the_same_bytes_copies_where_the_run_timed_them(perf):
