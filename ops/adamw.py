@@ -48,12 +48,14 @@ def _tok(name: str, default):
 
 
 PARAMS = ParamSet((
-    # the fuzzer varies the tensor count (the size axis) over lists of short tensors
+    # the fuzzer varies the tensor count (the size axis, up to 512: each tensor costs host
+    # time in the golden and the yardstick; many-tensor lists are the perf cases') and the
+    # tensors' sizes (up to 40 elements on a CPU, 65536, past several chunks, on a GPU)
     Param("sizes", "int_list", [1000], "elements of each parameter tensor (1-D), the list "
           "(without a preset)", minimum=1, id_token=lambda v: "n" + ".".join(map(str, v)),
-          domain=IntList(IntRange(1, 40), max_len=3)),
+          domain=IntList(IntRange(1, 1 << 16, caps={"small": 40}), max_len=3)),
     Param("repeat", "int", 1, "the list of sizes repeated this many times (many tensors)",
-          minimum=1, id_token=_tok("r", 1), domain=IntRange(1, 1 << 20, axis=True)),
+          minimum=1, id_token=_tok("r", 1), domain=IntRange(1, 512, axis=True, caps={"small": 64})),
     Param("grad_sizes", "int_list", [], "elements of each gradient, when a case states "
           "them: they must equal sizes (empty: those of sizes)", minimum=1,
           id_token=lambda v: "", domain=IntList(IntRange(1, 1), max_len=0)),

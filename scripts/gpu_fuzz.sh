@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call: fuzz each implementation, ours and the vendors', side by side on the one
 # GPU for FUZZ_TIME seconds of drawing each, then shrink what failed; bring back every row.
-#   device run: [FUZZ_TIME=S] [SEED=1] [IMPLS="op:impl ..."] bash scripts/gpu_fuzz.sh
+#   device run: [FUZZ_TIME=S] [SEED=1] [IMPLS="op:impl[:seed] ..."] bash scripts/gpu_fuzz.sh
+#   (a pair may name its own seed: two seeds of one implementation fuzz side by side)
 #   carry: .whl (Liger's wheel) and .dao (Dao's build, scripts/dao_site.sh); without them the
 #   vendors' runs refuse with the reason and end.
 # Out: $OUT/fuzz_blocks.toml (every shrunk failure as a [[case]] block, for
@@ -20,8 +21,8 @@ if [ -f .dao/dao_site.tgz.part-aa ]; then
   bash scripts/dao_site.sh unpack .dao /tmp/dao > "$work/dao.log" 2>&1 && path="$path:/tmp/dao"
 fi
 export PYTHONPATH=$path
-# the three extensions built side by side: about a minute instead of two and a half
-for op in causal_conv1d layer_norm softmax; do
+# the extensions built side by side: about a minute instead of three
+for op in causal_conv1d layer_norm softmax adamw; do
   python3 -m suite prebuild --op "$op" > "$work/prebuild_$op.log" 2>&1 &
 done
 wait
@@ -30,9 +31,10 @@ IMPLS=${IMPLS:-"causal_conv1d:cuda causal_conv1d:dao causal_conv1d:dao_det layer
 # drawing time; what is left goes to shrinking and bringing the files back
 T=${FUZZ_TIME:-$(( deadline - (SECONDS - start) - 150 ))}
 for pair in $IMPLS; do
-  op=${pair%%:*}; impl=${pair#*:}; name="${op}_${impl}"
+  IFS=: read -r op impl seed <<< "$pair"; seed=${seed:-${SEED:-1}}
+  name="${op}_${impl}_s${seed}"
   ( timeout $(( deadline - (SECONDS - start) - 20 )) python3 -m suite fuzz --op "$op" \
-      --impl "$impl" --size "${SIZE:-gpu}" --time "$T" --seed "${SEED:-1}" --quiet \
+      --impl "$impl" --size "${SIZE:-gpu}" --time "$T" --seed "$seed" --quiet \
       --output "$work/fuzz_$name.parquet" > "$work/fuzz_$name.toml" 2> "$work/fuzz_$name.log"
     echo "fuzz $op $impl: exit $? after $(( SECONDS - start )) s" >> "$work/fuzz_$name.log" ) &
 done

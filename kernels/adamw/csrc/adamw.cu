@@ -1,0 +1,295 @@
+// AdamW over a whole parameter list in one launch (PyTorch's semantics: decoupled weight
+// decay, bias correction, amsgrad, maximize), with GradScaler's unscale and skip and
+// clip_grad_norm_'s global-norm clipping fused in.
+//
+// A persistent cooperative grid walks the list's chunks (adamw.h) twice around one grid
+// barrier. Pass 1 reads every gradient: any inf or NaN, and with clipping the sum of
+// squares, per block in a fixed order. Every block then reduces the per-block results in
+// the same fixed order (so all blocks agree on the skip and on the clip coefficient,
+// bitwise, run after run), and pass 2 updates each element for `steps` steps in fp32
+// registers, reading gradient, moments and parameter (or master) once and writing them
+// once. Pass 2 walks each block's chunks in reverse, so it starts on the gradients pass 1
+// read last, which may still be in the L2. The skip needs pass 1 to finish everywhere
+// before any parameter moves: that, not the launch count, costs the second gradient read.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "../../common/csrc/convert.cuh"
+#include "../../common/csrc/static_switch.h"
+#include "adamw.h"
+
+namespace {
+
+constexpr int kThreads = 256;
+
+struct Vec4 {
+  float x[4];
+};
+
+template <typename T> __device__ __forceinline__ Vec4 load4(const T *p);
+template <> __device__ __forceinline__ Vec4 load4<float>(const float *p) {
+  const float4 v = *reinterpret_cast<const float4 *>(p);
+  return {{v.x, v.y, v.z, v.w}};
+}
+template <typename T> __device__ __forceinline__ Vec4 load4_16(const T *p) {
+  const uint2 raw = *reinterpret_cast<const uint2 *>(p);
+  const T *h = reinterpret_cast<const T *>(&raw);
+  return {{to_f(h[0]), to_f(h[1]), to_f(h[2]), to_f(h[3])}};
+}
+template <> __device__ __forceinline__ Vec4 load4<__half>(const __half *p) { return load4_16(p); }
+template <> __device__ __forceinline__ Vec4 load4<__nv_bfloat16>(const __nv_bfloat16 *p) {
+  return load4_16(p);
+}
+
+template <typename T> __device__ __forceinline__ void store4(T *p, const Vec4 &v);
+template <> __device__ __forceinline__ void store4<float>(float *p, const Vec4 &v) {
+  *reinterpret_cast<float4 *>(p) = make_float4(v.x[0], v.x[1], v.x[2], v.x[3]);
+}
+template <typename T> __device__ __forceinline__ void store4_16(T *p, const Vec4 &v) {
+  uint2 raw;
+  T *h = reinterpret_cast<T *>(&raw);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) h[k] = from_f<T>(v.x[k]);
+  *reinterpret_cast<uint2 *>(p) = raw;
+}
+template <> __device__ __forceinline__ void store4<__half>(__half *p, const Vec4 &v) {
+  store4_16(p, v);
+}
+template <> __device__ __forceinline__ void store4<__nv_bfloat16>(__nv_bfloat16 *p,
+                                                                  const Vec4 &v) {
+  store4_16(p, v);
+}
+
+// By the exponent bits: --use_fast_math lets the compiler assume no inf or NaN otherwise.
+__device__ __forceinline__ bool nonfinite(float x) {
+  return (__float_as_uint(x) & 0x7f800000u) == 0x7f800000u;
+}
+
+// The tensor holding chunk c (binary search over chunk_begin).
+__device__ __forceinline__ const AdamwTensor &tensor_of(const AdamwParams &p, int64_t c) {
+  int lo = 0, hi = p.n_tensors - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (p.tensors[mid].chunk_begin <= c) lo = mid; else hi = mid - 1;
+  }
+  return p.tensors[lo];
+}
+
+// Calls f(i, n) for the elements [begin, end) of one chunk, i the first of n (4, or 1 at
+// an unaligned tensor or the tail), each thread of the block its own elements.
+template <typename F>
+__device__ __forceinline__ void for_chunk(const AdamwTensor &t, int64_t begin, int64_t end,
+                                          F &&f) {
+  int64_t i = begin + 4 * int64_t(threadIdx.x);
+  if (t.aligned) {
+    for (; i + 4 <= end; i += 4 * kThreads) f(i, 4);
+    // the tail: fewer than 4 elements past the last full vector, at most one thread
+    const int64_t tail = begin + ((end - begin) & ~int64_t(3));
+    if (threadIdx.x == 0)
+      for (int64_t j = tail; j < end; ++j) f(j, 1);
+  } else {
+    for (int64_t j = begin + threadIdx.x; j < end; j += kThreads) f(j, 1);
+  }
+}
+
+// Sum over the block in a fixed order (warp shuffles, then warp 0 over the warps).
+__device__ __forceinline__ double block_sum(double v) {
+  __shared__ double warp_sums[kThreads / 32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = v;
+  __syncthreads();
+  double s = 0.0;
+  if (threadIdx.x < 32) {
+    s = threadIdx.x < kThreads / 32 ? warp_sums[threadIdx.x] : 0.0;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+  }
+  __syncthreads();
+  return s;  // valid in thread 0
+}
+
+// Every block of the (co-resident, cooperative) grid waits here for all the others. The
+// last to arrive resets the count and advances the generation, leaving both as found.
+__device__ void grid_barrier(unsigned *bar) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    volatile unsigned *gen = bar + 1;
+    const unsigned seen = *gen;
+    __threadfence();
+    if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+      atomicExch(bar, 0u);
+      __threadfence();
+      atomicAdd(bar + 1, 1u);
+    } else {
+      while (*gen == seen) __nanosleep(64);
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+template <typename P, typename G, bool kMaster, bool kAms>
+__global__ void __launch_bounds__(kThreads) adamw_kernel(const AdamwParams p) {
+  __shared__ float s_step_size[kAdamwMaxSteps], s_bc2_sqrt[kAdamwMaxSteps];
+  __shared__ float s_coef;
+  __shared__ int s_found;
+
+  // ---- pass 1: the skip and the norm
+  float sumsq = 0.f;
+  bool bad = false;
+  for (int64_t c = blockIdx.x; c < p.n_chunks; c += gridDim.x) {
+    const AdamwTensor &t = tensor_of(p, c);
+    const int64_t begin = (c - t.chunk_begin) * kAdamwChunk;
+    const int64_t end = min(begin + kAdamwChunk, t.numel);
+    const G *g = static_cast<const G *>(t.grad);
+    for_chunk(t, begin, end, [&](int64_t i, int n) {
+      Vec4 v;
+      if (n == 4) v = load4(g + i); else v.x[0] = to_f(g[i]);
+      for (int k = 0; k < n; ++k) {
+        const float x = v.x[k] * p.inv_scale;
+        bad |= nonfinite(x);
+        sumsq = fmaf(x, x, sumsq);
+      }
+    });
+  }
+  const int block_bad = __syncthreads_or(bad);
+  const double block_sq = p.clip ? block_sum(double(sumsq)) : 0.0;
+  if (threadIdx.x == 0) {
+    p.partial_found[blockIdx.x] = block_bad;
+    p.partial_sumsq[blockIdx.x] = block_sq;
+  }
+  grid_barrier(p.barrier);
+
+  // every block reduces the same values in the same order: the same verdict and norm
+  bool any = false;
+  double sq = 0.0;
+  for (int b = threadIdx.x; b < gridDim.x; b += kThreads) {
+    any |= __ldcg(p.partial_found + b) != 0;
+    sq += __ldcg(p.partial_sumsq + b);
+  }
+  const int found = __syncthreads_or(any);
+  const double total = p.clip ? block_sum(sq) : 0.0;
+  if (threadIdx.x == 0) {
+    s_found = found;
+    double coef = 1.0;
+    if (p.clip) coef = fmin(1.0, p.max_norm / (sqrt(total) + 1e-6));
+    s_coef = float(coef);
+    if (blockIdx.x == 0) *p.found_inf = found ? 1.f : 0.f;
+  }
+  if (threadIdx.x < p.steps) {
+    const double t = double(p.step + threadIdx.x);
+    s_step_size[threadIdx.x] = float(double(p.lr) / (1.0 - pow(double(p.beta1), t)));
+    s_bc2_sqrt[threadIdx.x] = float(sqrt(1.0 - pow(double(p.beta2), t)));
+  }
+  __syncthreads();
+  if (s_found) return;  // GradScaler's skip: nothing moves
+  const float gmul = p.inv_scale * s_coef * (p.maximize ? -1.f : 1.f);
+  const float decay = 1.f - p.lr * p.weight_decay;
+  const float b1 = p.beta1, b2 = p.beta2, omb1 = 1.f - p.beta1, omb2 = 1.f - p.beta2;
+
+  // ---- pass 2: the update, this block's chunks in reverse
+  const int64_t mine = p.n_chunks > blockIdx.x ? (p.n_chunks - 1 - blockIdx.x) / gridDim.x : -1;
+  for (int64_t c = blockIdx.x + mine * int64_t(gridDim.x); c >= int64_t(blockIdx.x) && mine >= 0;
+       c -= gridDim.x) {
+    const AdamwTensor &t = tensor_of(p, c);
+    const int64_t begin = (c - t.chunk_begin) * kAdamwChunk;
+    const int64_t end = min(begin + kAdamwChunk, t.numel);
+    const G *gp = static_cast<const G *>(t.grad);
+    P *pp = static_cast<P *>(t.param);
+    for_chunk(t, begin, end, [&](int64_t i, int n) {
+      Vec4 g, w, m, v, vm;
+      if (n == 4) {
+        g = load4(gp + i);
+        w = kMaster ? load4(t.master + i) : load4(pp + i);
+        m = load4(t.exp_avg + i);
+        v = load4(t.exp_avg_sq + i);
+        if (kAms) vm = load4(t.max_exp_avg_sq + i);
+      } else {
+        g.x[0] = to_f(gp[i]);
+        w.x[0] = kMaster ? t.master[i] : to_f(pp[i]);
+        m.x[0] = t.exp_avg[i];
+        v.x[0] = t.exp_avg_sq[i];
+        if (kAms) vm.x[0] = t.max_exp_avg_sq[i];
+      }
+      for (int k = 0; k < n; ++k) {
+        const float gk = g.x[k] * gmul;
+        float wk = w.x[k], mk = m.x[k], vk = v.x[k], vmk = kAms ? vm.x[k] : 0.f;
+        for (int s = 0; s < p.steps; ++s) {
+          wk *= decay;
+          mk = fmaf(b1, mk, omb1 * gk);
+          vk = fmaf(b2, vk, omb2 * gk * gk);
+          float den = vk;
+          if (kAms) {
+            vmk = fmaxf(vmk, vk);
+            den = vmk;
+          }
+          wk -= s_step_size[s] * mk / (sqrtf(den) / s_bc2_sqrt[s] + p.eps);
+        }
+        w.x[k] = wk; m.x[k] = mk; v.x[k] = vk; vm.x[k] = vmk;
+      }
+      if (n == 4) {
+        if (kMaster) store4(t.master + i, w);
+        store4(pp + i, w);
+        store4(t.exp_avg + i, m);
+        store4(t.exp_avg_sq + i, v);
+        if (kAms) store4(t.max_exp_avg_sq + i, vm);
+      } else {
+        if (kMaster) t.master[i] = w.x[0];
+        pp[i] = from_f<P>(w.x[0]);
+        t.exp_avg[i] = m.x[0];
+        t.exp_avg_sq[i] = v.x[0];
+        if (kAms) t.max_exp_avg_sq[i] = vm.x[0];
+      }
+    });
+  }
+}
+
+// The kernel of p's dtypes and features, through f(kernel).
+template <typename F>
+cudaError_t with_kernel(const AdamwParams &p, F &&f) {
+  return DTYPE_SWITCH(p.param_dtype, P, [&] {
+    return BOOL_SWITCH(p.grad_dtype == DType::kFloat32, kG32, [&] {
+      using G = std::conditional_t<kG32, float, P>;
+      if (!kG32 && p.grad_dtype != p.param_dtype) return cudaErrorInvalidValue;
+      return BOOL_SWITCH(p.master, kMaster, [&] {
+        return BOOL_SWITCH(p.amsgrad, kAms, [&] {
+          return f(reinterpret_cast<const void *>(&adamw_kernel<P, G, kMaster, kAms>));
+        });
+      });
+    });
+  });
+}
+
+cudaError_t max_grid_of(const void *kernel, int *grid) {
+  int device = 0, sms = 0, per_sm = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err == cudaSuccess)
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0);
+  *grid = sms * per_sm;
+  return err;
+}
+
+}  // namespace
+
+int adamw_max_grid(const AdamwParams &p) {
+  int grid = 0;
+  const cudaError_t err = with_kernel(p, [&](const void *k) { return max_grid_of(k, &grid); });
+  return err == cudaSuccess ? grid : -int(err);
+}
+
+cudaError_t adamw_launch(const AdamwParams &p, cudaStream_t stream) {
+  if (p.steps < 1 || p.steps > kAdamwMaxSteps) return cudaErrorInvalidValue;
+  return with_kernel(p, [&](const void *kernel) {
+    int grid = 0;
+    cudaError_t err = max_grid_of(kernel, &grid);
+    if (err != cudaSuccess) return err;
+    if (grid < 1) return cudaErrorLaunchOutOfResources;
+    if (p.n_chunks < grid) grid = p.n_chunks > 0 ? int(p.n_chunks) : 1;
+    AdamwParams args = p;
+    void *argv[] = {&args};
+    return cudaLaunchCooperativeKernel(kernel, dim3(grid), dim3(kThreads), argv, 0, stream);
+  });
+}
