@@ -2,7 +2,8 @@
 # One device call: fuzz each implementation, ours and the vendors', side by side on the one
 # GPU for FUZZ_TIME seconds of drawing each, then shrink what failed; bring back every row.
 #   device run: [FUZZ_TIME=S] [SEED=1] [IMPLS="op:impl[:seed] ..."] bash scripts/gpu_fuzz.sh
-#   (a pair may name its own seed: two seeds of one implementation fuzz side by side)
+#   (a pair may name its own seed: two seeds of one implementation fuzz side by side;
+#   FUZZ_ARGS, e.g. "--shrink-tries 30", go to every fuzz command)
 #   carry: .whl (Liger's wheel) and .dao (Dao's build, scripts/dao_site.sh); without them the
 #   vendors' runs refuse with the reason and end.
 # Out: $OUT/fuzz_blocks.toml (every shrunk failure as a [[case]] block, for
@@ -34,7 +35,7 @@ for pair in $IMPLS; do
   IFS=: read -r op impl seed <<< "$pair"; seed=${seed:-${SEED:-1}}
   name="${op}_${impl}_s${seed}"
   ( timeout $(( deadline - (SECONDS - start) - 20 )) python3 -m suite fuzz --op "$op" \
-      --impl "$impl" --size "${SIZE:-gpu}" --time "$T" --seed "$seed" --quiet \
+      --impl "$impl" --size "${SIZE:-gpu}" --time "$T" --seed "$seed" --quiet ${FUZZ_ARGS:-} \
       --output "$work/fuzz_$name.parquet" > "$work/fuzz_$name.toml" 2> "$work/fuzz_$name.log"
     echo "fuzz $op $impl: exit $? after $(( SECONDS - start )) s" >> "$work/fuzz_$name.log" ) &
 done
