@@ -41,14 +41,22 @@ def supports(p) -> str | None:
         return "seq_idx with final states is refused by its forward"
     if p["layout"] == "channel_last" and p["dim"] % 8:
         return "channel-last needs dim % 8 == 0"
-    if (p["layout"] == "channel_last" and p["dout_layout"] == "sliced"
-            and p["dtype"] in ("float16", "bfloat16")):
+    if p["dout_layout"] == "sliced" and p["dtype"] in ("float16", "bfloat16"):
         # The sliced dout starts 4 elements (8 bytes) into its buffer. Measured on the H200
-        # (1.7.0): cudaErrorMisalignedAddress, which is sticky, so every later item of the
-        # same process failed with it too.
-        return ("a 16-bit channel-last dout not 16-byte aligned (dout_layout 'sliced'): its "
-                "vector loads do not check alignment and fault (misaligned address, a sticky "
-                "CUDA error that would fail every later item of the process)")
+        # (1.7.0), channel-last by the gpu profile and channel-first by the fuzzer:
+        # cudaErrorMisalignedAddress, which is sticky, so every later item of the same
+        # process failed with it too.
+        return ("a 16-bit dout not 16-byte aligned (dout_layout 'sliced'): its vector loads "
+                "do not check alignment and fault (misaligned address, a sticky CUDA error "
+                "that would fail every later item of the process)")
+    if p["layout"] == "channel_last" and p["dout_layout"] == "other":
+        # fuzzed on the H200: its wrapper raises (a channel-first dout has stride 1 in time)
+        return "a channel-last x with a channel-first dout: its wrapper needs dout's strides "\
+               "over batch and time to be multiples of 8"
+    if p["layout"] == "channel_first" and p["dim"] > 65535:
+        # fuzzed on the H200: cudaErrorInvalidValue at the launch, no check before it
+        return "channel-first with more than 65535 channels: its grid puts them on the "\
+               "y dimension (at most 65535) and the launch fails with invalid argument"
     return None
 
 
@@ -60,6 +68,13 @@ def supports(p) -> str | None:
 KNOWN_FAILURES = {
     "-pack-padding": "padding ids (seq_idx < 0) are treated as an ordinary sequence id in the "
                      "backward (dout not zeroed at padding steps)",
+    # fuzzed on the H200 (cases/causal_conv1d/findings.toml, both modes): 37% of the drawn
+    # cases with a contiguous dfinal_states fail (so not every such case: only the finding
+    # is declared), dx wrong in the last steps
+    "causal_conv1d/dao-dfinal-contiguous/": "a contiguous (B, D, K-1) dfinal_states: dx "
+                                            "wrong in the last K-1 steps",
+    "causal_conv1d/dao-cf-bf16-step-l-2/": "channel-first bf16, width 2, L = 1025: dx wrong "
+                                           "at step L-2 (also L = 2049, 131073)",
 }
 
 

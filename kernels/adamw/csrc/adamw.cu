@@ -180,14 +180,14 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(const AdamwParams p) {
   }
   if (threadIdx.x < p.steps) {
     const double t = double(p.step + threadIdx.x);
-    s_step_size[threadIdx.x] = float(double(p.lr) / (1.0 - pow(double(p.beta1), t)));
-    s_bc2_sqrt[threadIdx.x] = float(sqrt(1.0 - pow(double(p.beta2), t)));
+    s_step_size[threadIdx.x] = float(double(p.lr) / (1.0 - pow(p.beta1_d, t)));
+    s_bc2_sqrt[threadIdx.x] = float(sqrt(1.0 - pow(p.beta2_d, t)));
   }
   __syncthreads();
   if (s_found) return;  // GradScaler's skip: nothing moves
   const float gmul = p.inv_scale * s_coef * (p.maximize ? -1.f : 1.f);
-  const float decay = 1.f - p.lr * p.weight_decay;
-  const float b1 = p.beta1, b2 = p.beta2, omb1 = 1.f - p.beta1, omb2 = 1.f - p.beta2;
+  const float decay = p.decay;
+  const float b1 = p.beta1, b2 = p.beta2, omb1 = p.one_minus_beta1, omb2 = p.one_minus_beta2;
 
   // ---- pass 2: the update, this block's chunks in reverse
   const int64_t mine = p.n_chunks > blockIdx.x ? (p.n_chunks - 1 - blockIdx.x) / gridDim.x : -1;

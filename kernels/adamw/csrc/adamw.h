@@ -33,7 +33,10 @@ struct AdamwParams {
   int64_t n_chunks;
   DType param_dtype, grad_dtype;
   bool master, amsgrad, maximize, clip;
-  float lr, beta1, beta2, eps, weight_decay;
+  // 1 - beta and 1 - lr * weight_decay come from the host in double: formed in fp32 from
+  // a rounded beta2 = 0.999, 1 - beta2 is 1.3e-5 off (20 ulps in v)
+  float lr, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, decay;
+  double beta1_d, beta2_d;     // for the bias corrections 1 - beta^t
   int64_t step;                // the step count of the first update
   int steps;
   float inv_scale;             // 1 / loss scale

@@ -32,15 +32,22 @@ std::vector<const at::Tensor *> borrow(const py::handle &obj, const char *name) 
   return out;
 }
 
-void check_member(const at::Tensor &t, const at::Tensor &ref, at::ScalarType dtype,
+// t is a contiguous CUDA tensor of `dtype` on ref's device.
+void check_tensor(const at::Tensor &t, const at::Tensor &ref, at::ScalarType dtype,
                   const char *name, size_t i) {
   TORCH_CHECK(t.is_cuda() && t.device() == ref.device(), name, "[", i, "] must be on ",
               ref.device(), ", got ", t.device());
   TORCH_CHECK(t.scalar_type() == dtype, name, "[", i, "] must have dtype ", dtype, ", got ",
               t.scalar_type());
-  TORCH_CHECK(t.numel() == ref.numel(), name, "[", i, "] has ", t.numel(),
-              " elements, its parameter ", ref.numel());
   TORCH_CHECK(t.is_contiguous(), name, "[", i, "] must be contiguous");
+}
+
+// ... and has as many elements as its parameter p (the list's tensors differ in size).
+void check_member(const at::Tensor &t, const at::Tensor &p, at::ScalarType dtype,
+                  const char *name, size_t i) {
+  check_tensor(t, p, dtype, name, i);
+  TORCH_CHECK(t.numel() == p.numel(), name, "[", i, "] has ", t.numel(),
+              " elements, its parameter ", p.numel());
 }
 
 bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -106,7 +113,7 @@ void adamw_step(py::handle params_obj, py::handle grads_obj, py::handle master_o
   int64_t chunks = 0;
   for (size_t i = 0; i < n; ++i) {
     const at::Tensor &p = *params[i];
-    check_member(p, ref, pdt, "params", i);
+    check_tensor(p, ref, pdt, "params", i);
     check_member(*grads[i], p, gdt, "grads", i);
     check_member(*m[i], p, at::kFloat, "exp_avg", i);
     check_member(*v[i], p, at::kFloat, "exp_avg_sq", i);
@@ -145,8 +152,12 @@ void adamw_step(py::handle params_obj, py::handle grads_obj, py::handle master_o
   a.lr = float(lr);
   a.beta1 = float(beta1);
   a.beta2 = float(beta2);
+  a.one_minus_beta1 = float(1.0 - beta1);
+  a.one_minus_beta2 = float(1.0 - beta2);
+  a.beta1_d = beta1;
+  a.beta2_d = beta2;
   a.eps = float(eps);
-  a.weight_decay = float(weight_decay);
+  a.decay = float(1.0 - lr * weight_decay);
   a.step = step;
   a.steps = int(steps);
   a.inv_scale = float(1.0 / loss_scale);
