@@ -23,6 +23,7 @@ from typing import Mapping
 import torch
 
 from golden import adamw as golden
+from ops.adamw_diagnosis import SPEC as DIAGNOSIS
 from suite import inputs as mk
 from suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass
 from suite.params import FloatRange, IntList, IntRange, Param, ParamSet
@@ -227,4 +228,5 @@ SPEC = register_op(OpSpec(
     bytes=compulsory_bytes,
     flops=flops,
     mutates=("params", "master", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"),
+    diagnosis=DIAGNOSIS,
 ))
