@@ -36,6 +36,10 @@ WEIGHTS = ("params", "master")  # where the update lands (the master, when there
 STATE = WEIGHTS + MOMENTS + ("max_exp_avg_sq",)
 # a step count past which b^t is 0 for every beta < 1 in float64: no bias correction
 NO_CORRECTION = 1 << 62
+# the terms cost about a dozen float64 steps, each a Python loop over the list: left out
+# beyond these sizes (GPT-2 large's list, the fuzzer's thousands of tensors)
+MAX_TERM_TENSORS = 1024
+MAX_TERM_ELEMENTS = 1 << 22
 
 
 class Cause(enum.Enum):
@@ -189,7 +193,8 @@ def terms(p: Mapping, t: Mapping, attrs: Mapping, ev: Evidence) -> dict:
     """The terms of every wrong state output (each a golden evaluation or two)."""
     wrong = [o for o in ev.wrong if o in STATE]
     found = {o: [] for o in wrong}
-    if not wrong:
+    if not wrong or len(t["params"]) > MAX_TERM_TENSORS or \
+            sum(x.numel() for x in t["params"]) > MAX_TERM_ELEMENTS:
         return found
     base = _golden(t, attrs)
     if float(base["found_inf"][0]):
