@@ -861,18 +861,16 @@ def diagnose_item(spec: DiagnosisSpec, params: Mapping, tensors: Mapping, attrs:
         regions = spec.regions(params, tensors, c.name, tuple(g.shape))
         docs.update({(c.name, r.name): r.doc for r in regions})
         locations += locate(c.name, bad, regions)
+        along = bad
         nouns = spec.axis_nouns(params, c.name, 1 if sizes is not None else bad.dim())
         if sizes is not None:
-            # a list output (a parameter list): its axis is the list index, a tensor
-            # counted wrong when any of its elements is
-            per = torch.stack([part.any() for part in bad.split(sizes)]) if sizes \
+            # a list output: its axis is the list index, a tensor wrong when any of its
+            # elements is
+            along = torch.stack([part.any() for part in bad.split(sizes)]) if sizes \
                 else bad.new_zeros(0)
             nouns = (nouns[0] or "tensor",)
-            locations += [p.location() for p in
-                          axis_patterns(c.name, per, nouns, spec.periods)]
-        else:
-            locations += [p.location() for p in
-                          axis_patterns(c.name, bad, nouns, spec.periods)]
+        locations += [p.location() for p in
+                      axis_patterns(c.name, along, nouns, spec.periods)]
         err = a - g
         if bool(torch.isfinite(err).all()):
             errors[c.name] = err
