@@ -24,6 +24,7 @@ import torch
 
 from golden import adamw as golden
 from ops import adamw_stats
+from ops.adamw_diagnosis import SPEC as DIAGNOSIS
 from suite import inputs as mk
 from suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass
 from suite.params import FloatRange, IntList, IntRange, Param, ParamSet
@@ -231,4 +232,5 @@ SPEC = register_op(OpSpec(
     flops=flops,
     mutates=("params", "master", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"),
     case_stats=adamw_stats.case_stats,
+    diagnosis=DIAGNOSIS,
 ))

@@ -829,28 +829,48 @@ class ItemDiagnosis:
         return [asdict(t) for t in self.fits]
 
 
+def _flat(v) -> torch.Tensor:
+    """A tensor, or a list of tensors (a list output) as one 1-D tensor, as the verdicts
+    compare it."""
+    if isinstance(v, (list, tuple)):
+        return torch.cat([x.reshape(-1) for x in v]) if v else torch.zeros(0)
+    return v
+
+
 def diagnose_item(spec: DiagnosisSpec, params: Mapping, tensors: Mapping, attrs: Mapping,
                   golden: Mapping, actual: Mapping, checks: Sequence) -> ItemDiagnosis:
     """Localise the wrong elements of every failing output and name candidate causes.
 
     `tensors` are the case inputs in float64 on the golden's device; `checks` are the
-    verdicts' OutputCheck records (name, allowed, scale, failure)."""
+    verdicts' OutputCheck records (name, allowed, scale, failure). A list output (a
+    parameter list) is measured as the verdicts compare it, its tensors concatenated;
+    its regions and terms are over that 1-D whole (a term may be a list as well), and the
+    period search runs along the list index."""
     wrong = frozenset(c.name for c in checks if c.failure is not None)
     locations, fits, counts, docs = [], [], {}, {}
     errors = {}
     for c in checks:
         if c.name not in wrong:
             continue
-        g = golden[c.name]
-        a = actual[c.name].to(g.device, torch.float64)
+        g, a = golden[c.name], actual[c.name]
+        sizes = [x.numel() for x in g] if isinstance(g, (list, tuple)) else None
+        g = _flat(g)
+        a = _flat(a).to(g.device, torch.float64)
         bad = bad_mask(a, g, c.allowed, c.scale)
         counts[c.name] = (int(bad.sum()), bad.numel())
         regions = spec.regions(params, tensors, c.name, tuple(g.shape))
         docs.update({(c.name, r.name): r.doc for r in regions})
         locations += locate(c.name, bad, regions)
-        nouns = spec.axis_nouns(params, c.name, bad.dim())
+        along = bad
+        nouns = spec.axis_nouns(params, c.name, 1 if sizes is not None else bad.dim())
+        if sizes is not None:
+            # a list output: its axis is the list index, a tensor wrong when any of its
+            # elements is
+            along = torch.stack([part.any() for part in bad.split(sizes)]) if sizes \
+                else bad.new_zeros(0)
+            nouns = (nouns[0] or "tensor",)
         locations += [p.location() for p in
-                      axis_patterns(c.name, bad, nouns, spec.periods)]
+                      axis_patterns(c.name, along, nouns, spec.periods)]
         err = a - g
         if bool(torch.isfinite(err).all()):
             errors[c.name] = err
@@ -860,6 +880,8 @@ def diagnose_item(spec: DiagnosisSpec, params: Mapping, tensors: Mapping, attrs:
     for out_name, terms in spec.terms(params, tensors, attrs, located).items():
         for t in terms:
             docs[(out_name, t.name)] = t.doc
+            if isinstance(t.value, (list, tuple)):  # a list output's term: one per tensor
+                t = Term(t.name, t.doc, _flat(t.value))
             tf = fit_term(out_name, errors[out_name], t) if out_name in errors else None
             if tf is not None:
                 fits.append(tf)

@@ -15,6 +15,11 @@ first failing output, or exception type; and not a case where the yardstick is a
 unless the failure started as one) becomes the current case, and the variants are
 generated again from it (Hypothesis's greedy shrink). It stops when no variant fails, or
 after `max_tries` runs.
+
+Before it stops, a string choice reset to its default is tried even when that case is
+larger (a named preset back to the default may free parameters the preset made inert,
+its sizes): one that fails the same way is shrunk from, and the result kept when it ends
+smaller than the case it escaped from.
 """
 
 from __future__ import annotations
@@ -208,10 +213,11 @@ class Shrunk:
 def shrink(spec, params: Mapping, row, run: Callable[[dict], object],
            can_run: Callable[[dict], bool] = lambda p: True, max_tries: int = 200,
            numel: Optional[Callable[[Mapping], int]] = None,
-           device_type: str = "cpu") -> Shrunk:
+           device_type: str = "cpu", escape: bool = True) -> Shrunk:
     """Shrink the failing case `params` (whose row is `row`). `run(params)` runs one
     item and returns its row; `can_run(params)` says whether the implementation and
-    device can run a variant (one that cannot costs no try)."""
+    device can run a variant (one that cannot costs no try). `escape`: try the larger
+    string-choice resets once no smaller variant fails (see the module doc)."""
     target = failure_of(row)
     if target is None:
         raise ValueError("shrink: the row did not fail")
@@ -251,6 +257,27 @@ def shrink(spec, params: Mapping, row, run: Callable[[dict], object],
                 current, cur_row, cur_key, found = v, r, k, True
                 steps += 1
                 break
+        if not found and escape:
+            for name, v in variants(spec, current):
+                if spec.params.by_name[name].kind != "str" or tries >= max_tries:
+                    continue
+                v = repaired(spec, v, device_type)
+                ident = json.dumps(v, sort_keys=True) if v is not None else None
+                if v is None or ident in tried or not can_run(v):
+                    continue
+                tries += 1
+                tried.add(ident)
+                r = run(v)
+                f = failure_of(r)
+                if f is None or not f.same_as(target):
+                    continue
+                inner = shrink(spec, v, r, run, can_run, max_tries - tries, n, device_type,
+                               escape=False)
+                tries += inner.tries
+                if inner.key < cur_key:
+                    current, cur_row, cur_key, found = inner.params, inner.row, inner.key, True
+                    steps += inner.steps + 1
+                    break
         if not found:
             return Shrunk(current, cur_row, failure_of(cur_row), tries, steps,
                           tries >= max_tries and bool(pool), start_key, cur_key)

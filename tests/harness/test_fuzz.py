@@ -261,6 +261,22 @@ def test_shrinking_stops_at_its_try_budget():
     assert shrunk.params["length"] > 37 and failure_of(shrunk.row) == shrunk.failure
 
 
+def test_shrinking_leaves_a_preset_whose_sizes_it_made_inert():
+    # adamw's mixed preset (1368 input elements) back to sizes = [1000] is larger; the
+    # shrinker takes it anyway at its local minimum and ends below the preset
+    spec = registry.op("adamw")
+    impl = _impl("adamw", "mutant_adamw_coupled_l2")
+    driver = Driver(OPTS)
+
+    def run(params):
+        return driver.rows(Plan.single(spec, fuzz_case(spec, params), impl))[0]
+
+    start = dict(spec.params.defaults(), preset="mixed")
+    shrunk = shrink(spec, start, run(start), run, max_tries=200)
+    assert shrunk.params["preset"] == "" and shrunk.key < shrunk.start_key
+    assert input_numel(spec, shrunk.params) == 4  # one element: p, g, m, v
+
+
 # ---------------------------------------------------------------- the command
 
 def _blocks(stdout: str) -> list[str]:

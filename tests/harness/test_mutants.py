@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from kernels.causal_conv1d.tiled import Bug
+from kernels.mutants import adamw as adamw_zoo
 from kernels.mutants import causal_conv1d as conv_zoo
 from kernels.mutants import layer_norm as ln_zoo
 from kernels.mutants import softmax as sm_zoo
@@ -25,10 +26,11 @@ from suite.runner import CaseContext, RunOptions, run_item
 CPU = torch.device("cpu")
 CEIL = Ceilings(device_name="cpu", copy_gbps=None, copy_source="none", peak_tflops=None)
 OPTS = RunOptions(device=CPU, golden_device=CPU, repeats=1, timing=False)
-OPS = ("causal_conv1d", "layer_norm", "softmax")
+OPS = ("adamw", "causal_conv1d", "layer_norm", "softmax")
 # per op: its zoo module, the model without a bug (to check the catching case is fair)
-ZOOS = {"causal_conv1d": conv_zoo, "layer_norm": ln_zoo, "softmax": sm_zoo}
-MIN_MUTANTS = {"causal_conv1d": 12, "layer_norm": 8, "softmax": 8}
+ZOOS = {"adamw": adamw_zoo, "causal_conv1d": conv_zoo, "layer_norm": ln_zoo,
+        "softmax": sm_zoo}
+MIN_MUTANTS = {"adamw": 9, "causal_conv1d": 12, "layer_norm": 8, "softmax": 8}
 
 
 def _clean(op):
@@ -78,6 +80,17 @@ EXPECTED_OUTPUT = {
     "mutant_softmax_column_tail_no_dot": "dx",
     "mutant_softmax_tile_offset": "dx",
     "mutant_softmax_row_group_shared_dot": "dx",
+    "mutant_adamw_bias_correction_missing": "params",
+    "mutant_adamw_bias_correction_next_step": "params",
+    "mutant_adamw_coupled_l2": "exp_avg",
+    "mutant_adamw_eps_in_sqrt": "params",
+    "mutant_adamw_skip_ignored": "exp_avg",
+    "mutant_adamw_clip_uncapped": "exp_avg",
+    "mutant_adamw_moments_bf16": "exp_avg_sq",
+    "mutant_adamw_master_not_written": "params",
+    "mutant_adamw_step_per_tensor": "params",
+    "mutant_adamw_unscale_missing": "exp_avg",
+    "mutant_adamw_amsgrad_max_unused": "master",
 }
 # the bugs issue 5 asks for, each planted by some mutant
 ISSUE_BUGS = {Bug.NO_RIGHT_HALO, Bug.HALO_IN_DWEIGHT, Bug.SILU_NO_BIAS,
