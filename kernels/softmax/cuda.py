@@ -32,22 +32,10 @@ def _supports(p):
     return None
 
 
-# Fuzzed on the H200 (cases/softmax/findings.toml): on rows near one-hot the row dot is
-# dominated by one term, and its rounding in our order leaves one element 1.1-1.8x the
-# conditioning bound, where PyTorch's order is at 0.02-0.9x it. Not fixed: a compensated
-# dot would cost a second accumulator per element pair.
-KNOWN_FAILURES = {
-    "softmax/cuda-fp16-dropout-one-hot/": "near one-hot row: the row dot's rounding, 1.1x "
-                                          "the conditioning bound at one element",
-    "softmax/cuda-fp32-one-hot-long/": "near one-hot row of 262144: the row dot's rounding, "
-                                       "1.8x the conditioning bound at one element",
-}
-
-
 @implementation("softmax", "cuda", kind="ours", devices=("cuda",), supports=_supports,
                 deterministic=True, enabled=torch.cuda.is_available(),
                 disabled_reason="" if torch.cuda.is_available() else "no CUDA device here",
-                build=extension, known_failures=KNOWN_FAILURES)
+                build=extension)
 def cuda(*, y, dy, mask, scale, out):
     """CUDA kernel: fused dropout backward, fp32 row reduction, one rounding at the store"""
     extension().bwd(y, dy, mask, scale, out["dx"])
