@@ -44,16 +44,12 @@ def _autocast_upcast(x, dy, gamma):
     return x, dy
 
 
-# Measured on the CPU (torch 2.13): with one column and eps 1e-12 (rstd 1e6) the CPU kernel's
-# fp16 dgamma is 0.2 off an exact 0; bf16, fp32 and the CUDA kernel are not.
-KNOWN_FAILURES = {
-    "cpu:layer_norm/huge-rstd/M37-N1-fp16-eps1e-12":
-        "PyTorch's CPU LayerNorm backward: fp16 dgamma 0.2 off the exact 0 at rstd 1e6",
-}
+# With one column and eps 1e-12 (rstd 1e6) the CPU kernel's fp16 dgamma is 0.2 off an exact
+# 0 (torch 2.13). It passes: one fp32 rounding of x moves the exact dgamma by about 0.03
+# there, and the ceiling rises to 8 times that (suite/tolerances.py).
 
 
-@implementation("layer_norm", "torch_ref", kind="native", version=torch.__version__,
-                known_failures=KNOWN_FAILURES)
+@implementation("layer_norm", "torch_ref", kind="native", version=torch.__version__)
 def torch_ref(*, x, dy, gamma, mean, rstd, out):
     """aten::native_layer_norm_backward with the saved fp32 mean and rstd"""
     M, N = x.shape
