@@ -16,6 +16,12 @@ unless the failure started as one) becomes the current case, and the variants ar
 generated again from it (Hypothesis's greedy shrink). It stops when no variant fails, or
 after `max_tries` runs.
 
+When no smaller variant fails, the op's rewrites of the case are tried
+(`ParamSet.rewrites`: the same inputs from other parameters, such as a preset spelled as
+the list of sizes it stands for); one that fails the same way becomes the current case
+although it is no smaller, and shrinking goes on from it. The smallest failing case seen
+is the result.
+
 Before it stops, a string choice reset to its default is tried even when that case is
 larger (a named preset back to the default may free parameters the preset made inert,
 its sizes): one that fails the same way is shrunk from, and the result kept when it ends
@@ -196,6 +202,22 @@ def repaired(spec, params: dict, device_type: str = "cpu") -> Optional[dict]:
     return None
 
 
+def rewrites(spec, params: Mapping, device_type: str = "cpu") -> list[dict]:
+    """The op's other spellings of this case (`ParamSet.rewrites`: the same inputs from
+    other parameters), each a whole valid parameter dict; one check_case or the fuzz
+    bounds refuse is dropped, not repaired (a repair would change the inputs)."""
+    fn = spec.params.rewrites
+    out = []
+    for r in (fn(params) if fn is not None else []):
+        v = dict(params, **r)
+        if v == params or any(p.check(v[p.name]) for p in spec.params.params):
+            continue
+        if spec.check_case(v) or out_of_bounds(spec, v, device_type):
+            continue
+        out.append(v)
+    return out
+
+
 # ---------------------------------------------------------------- the loop
 
 @dataclass
@@ -231,7 +253,10 @@ def shrink(spec, params: Mapping, row, run: Callable[[dict], object],
 
     current, cur_row = dict(params), row
     cur_key = start_key = size_key(spec, current, n)
-    tried: set = set()
+    # the smallest failing case so far: a rewrite moves to a case of as many elements
+    # whose key may be larger, and shrinking from it need not get below that
+    best = (current, cur_row, cur_key)
+    tried: set = {json.dumps(current, sort_keys=True)}
     tries = steps = 0
     while tries < max_tries:
         found = False
@@ -257,6 +282,23 @@ def shrink(spec, params: Mapping, row, run: Callable[[dict], object],
                 current, cur_row, cur_key, found = v, r, k, True
                 steps += 1
                 break
+        if not found:
+            # the same case spelled otherwise (no more elements): a move that frees
+            # parameters the current spelling fixes, then shrinking goes on from it
+            for v in rewrites(spec, current, device_type):
+                if tries >= max_tries:
+                    break
+                ident = json.dumps(v, sort_keys=True)
+                if ident in tried or n(v) > n(current) or not can_run(v):
+                    continue
+                tries += 1
+                tried.add(ident)
+                r = run(v)
+                f = failure_of(r)
+                if f is not None and f.same_as(target):
+                    current, cur_row, cur_key, found = v, r, size_key(spec, v, n), True
+                    steps += 1
+                    break
         if not found and escape:
             for name, v in variants(spec, current):
                 if spec.params.by_name[name].kind != "str" or tries >= max_tries:
@@ -278,8 +320,10 @@ def shrink(spec, params: Mapping, row, run: Callable[[dict], object],
                     current, cur_row, cur_key, found = inner.params, inner.row, inner.key, True
                     steps += inner.steps + 1
                     break
+        if found and cur_key < best[2]:
+            best = (current, cur_row, cur_key)
         if not found:
-            return Shrunk(current, cur_row, failure_of(cur_row), tries, steps,
-                          tries >= max_tries and bool(pool), start_key, cur_key)
-    return Shrunk(current, cur_row, failure_of(cur_row), tries, steps, True, start_key,
-                  cur_key)
+            return Shrunk(best[0], best[1], failure_of(best[1]), tries, steps,
+                          tries >= max_tries and bool(pool), start_key, best[2])
+    return Shrunk(best[0], best[1], failure_of(best[1]), tries, steps, True, start_key,
+                  best[2])
