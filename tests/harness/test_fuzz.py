@@ -277,6 +277,25 @@ def test_shrinking_leaves_a_preset_whose_sizes_it_made_inert():
     assert input_numel(spec, shrunk.params) == 4  # one element: p, g, m, v
 
 
+def test_a_rewrite_takes_the_shrinker_from_a_preset_to_a_list_it_can_shorten():
+    # adamw's mixed preset as the six sizes it stands for; the bug needs two tensors, so
+    # resetting the preset (one tensor of 1000) loses it, the rewrite does not
+    spec = registry.op("adamw")
+    impl = _impl("adamw", "mutant_adamw_step_per_tensor")
+    driver = Driver(OPTS)
+    seen = []
+
+    def run(params):
+        seen.append(params)
+        return driver.rows(Plan.single(spec, fuzz_case(spec, params), impl))[0]
+
+    start = dict(spec.params.defaults(), preset="mixed")
+    shrunk = shrink(spec, start, run(start), run, max_tries=200)
+    assert any(p["sizes"] == [32, 8, 105, 1, 130, 66] and p["preset"] == "" for p in seen)
+    assert shrunk.params == dict(spec.params.defaults(), sizes=[1, 1])
+    assert input_numel(spec, shrunk.params) == 8 and not shrunk.exhausted
+
+
 def _fake(rewrites):
     """An op of tensors of `sizes` elements, or the preset "three" (three of 5, sizes
     then inert), whose rewrite spells the preset as sizes = [5, 5, 5]."""
