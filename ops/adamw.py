@@ -18,6 +18,7 @@ N(0, 1)^2, max_exp_avg_sq exp_avg_sq (1 + |N(0, 1)|).
 
 from __future__ import annotations
 
+import math
 from typing import Mapping
 
 import torch
@@ -97,7 +98,12 @@ PARAMS = ParamSet((
     Param("max_norm", "float", 0.0, "global-norm clipping of the whole list (0: none)",
           minimum=0.0, id_token=_tok("clip", 0.0),
           domain=FloatRange(0.0, 1e6, special=(0.0, 1.0, 1e6))),
-), fuzz_bounds=lambda p, device: fuzz_bounds(p, device))
+), fuzz_bounds=lambda p, device: fuzz_bounds(p, device),
+   rewrites=lambda p: rewrites(p))
+
+# a case written out as one explicit list is not offered beyond this many tensors: each
+# dropped tensor is a shrink variant, and the id lists every size
+REWRITE_MAX_TENSORS = 64
 
 
 def fuzz_bounds(p: Mapping, device: str):
@@ -110,6 +116,25 @@ def fuzz_bounds(p: Mapping, device: str):
     if 6 * p["loss_scale"] > torch.finfo(gdt).max:
         return "loss_scale", "N(0, 1) gradients times S overflow their dtype"
     return None
+
+
+def rewrites(p: Mapping) -> list:
+    """The same case spelled with 1-D `sizes` (for the shrinker, ParamSet.rewrites):
+    make_inputs draws each tensor's values in turn, and how many only by its element
+    count, so a preset's shapes flattened give the same numbers, and a repeated list
+    written out with repeat = 1 too. One-parameter moves can then drop or shorten single
+    tensors, which a preset or a repeat does not let them."""
+    if not p["preset"] and p["repeat"] == 1:
+        return []
+    one = [math.prod(s) for s in PRESETS[p["preset"]]] if p["preset"] else list(p["sizes"])
+    out = []
+    if p["preset"]:
+        out.append({"preset": "", "sizes": one, "grad_sizes": one if p["grad_sizes"] else []})
+    full = one * p["repeat"]
+    if p["repeat"] > 1 and len(full) <= REWRITE_MAX_TENSORS:
+        out.append({"preset": "", "sizes": full, "repeat": 1,
+                    "grad_sizes": full if p["grad_sizes"] else []})
+    return [dict(p, **r) for r in out]
 
 
 def shapes(p: Mapping) -> list:

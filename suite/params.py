@@ -206,6 +206,11 @@ class ParamSet:
     # known to be wrong by itself (case files may still hold it); None: draw everything
     fuzz_bounds: Optional[Callable[[Mapping, str], Optional[tuple]]] = field(
         default=None, repr=False, compare=False)
+    # params -> other parameter dicts describing the same case (inputs of the same values
+    # in the same order, as make_inputs builds them), for the shrinker: a named preset
+    # spelled as the explicit list it stands for, which one-parameter moves can shorten
+    rewrites: Optional[Callable[[Mapping], list]] = field(
+        default=None, repr=False, compare=False)
 
     def __post_init__(self):
         names = [p.name for p in self.params]

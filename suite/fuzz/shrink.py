@@ -16,10 +16,13 @@ unless the failure started as one) becomes the current case, and the variants ar
 generated again from it (Hypothesis's greedy shrink). It stops when no variant fails, or
 after `max_tries` runs.
 
-Before it stops, a string choice reset to its default is tried even when that case is
-larger (a named preset back to the default may free parameters the preset made inert,
-its sizes): one that fails the same way is shrunk from, and the result kept when it ends
-smaller than the case it escaped from.
+When no smaller variant fails, detours are tried: the op's rewrites of the case
+(`ParamSet.rewrites`: the same inputs from other parameters, such as a preset spelled as
+the list of sizes it stands for; no larger), and a string choice reset to its default
+even when that case is larger (a named preset back to the default may free parameters
+the preset made inert, its sizes). Each detour that fails the same way is shrunk from
+(its own detours being rewrites only), and the smallest result is taken when it ends
+smaller than the case it left.
 """
 
 from __future__ import annotations
@@ -196,6 +199,22 @@ def repaired(spec, params: dict, device_type: str = "cpu") -> Optional[dict]:
     return None
 
 
+def rewrites(spec, params: Mapping, device_type: str = "cpu") -> list[dict]:
+    """The op's other spellings of this case (`ParamSet.rewrites`: the same inputs from
+    other parameters), each a whole valid parameter dict; one check_case or the fuzz
+    bounds refuse is dropped, not repaired (a repair would change the inputs)."""
+    fn = spec.params.rewrites
+    out = []
+    for r in (fn(params) if fn is not None else []):
+        v = dict(params, **r)
+        if v == params or any(p.check(v[p.name]) for p in spec.params.params):
+            continue
+        if spec.check_case(v) or out_of_bounds(spec, v, device_type):
+            continue
+        out.append(v)
+    return out
+
+
 # ---------------------------------------------------------------- the loop
 
 @dataclass
@@ -213,11 +232,13 @@ class Shrunk:
 def shrink(spec, params: Mapping, row, run: Callable[[dict], object],
            can_run: Callable[[dict], bool] = lambda p: True, max_tries: int = 200,
            numel: Optional[Callable[[Mapping], int]] = None,
-           device_type: str = "cpu", escape: bool = True) -> Shrunk:
+           device_type: str = "cpu", escape: bool = True,
+           _tried: Optional[set] = None) -> Shrunk:
     """Shrink the failing case `params` (whose row is `row`). `run(params)` runs one
     item and returns its row; `can_run(params)` says whether the implementation and
     device can run a variant (one that cannot costs no try). `escape`: try the larger
-    string-choice resets once no smaller variant fails (see the module doc)."""
+    string-choice resets once no smaller variant fails, besides the op's rewrites (see
+    the module doc)."""
     target = failure_of(row)
     if target is None:
         raise ValueError("shrink: the row did not fail")
@@ -231,7 +252,10 @@ def shrink(spec, params: Mapping, row, run: Callable[[dict], object],
 
     current, cur_row = dict(params), row
     cur_key = start_key = size_key(spec, current, n)
-    tried: set = set()
+    # shared with the detours' own shrinking: a case tried once would run the same again
+    # (its seed comes from its id), so no detour runs it twice or loops back
+    tried: set = _tried if _tried is not None else set()
+    tried.add(json.dumps(current, sort_keys=True))
     tries = steps = 0
     while tries < max_tries:
         found = False
@@ -257,11 +281,20 @@ def shrink(spec, params: Mapping, row, run: Callable[[dict], object],
                 current, cur_row, cur_key, found = v, r, k, True
                 steps += 1
                 break
-        if not found and escape:
-            for name, v in variants(spec, current):
-                if spec.params.by_name[name].kind != "str" or tries >= max_tries:
-                    continue
-                v = repaired(spec, v, device_type)
+        if not found:
+            # detours at a local minimum: the op's rewrites (the same inputs spelled
+            # otherwise, no more elements) and, with `escape`, string choices reset to
+            # their defaults (maybe larger). Each that fails the same way is shrunk from;
+            # the smallest result is taken if it ends below the current case (a detour
+            # can strand: the bug, or the way it fails, may need what another one drops)
+            detours = [v for v in rewrites(spec, current, device_type) if n(v) <= n(current)]
+            if escape:
+                detours += [repaired(spec, v, device_type) for name, v in
+                            variants(spec, current) if spec.params.by_name[name].kind == "str"]
+            best = None
+            for v in detours:
+                if tries >= max_tries:
+                    break
                 ident = json.dumps(v, sort_keys=True) if v is not None else None
                 if v is None or ident in tried or not can_run(v):
                     continue
@@ -272,12 +305,13 @@ def shrink(spec, params: Mapping, row, run: Callable[[dict], object],
                 if f is None or not f.same_as(target):
                     continue
                 inner = shrink(spec, v, r, run, can_run, max_tries - tries, n, device_type,
-                               escape=False)
+                               escape=False, _tried=tried)
                 tries += inner.tries
-                if inner.key < cur_key:
-                    current, cur_row, cur_key, found = inner.params, inner.row, inner.key, True
-                    steps += inner.steps + 1
-                    break
+                if inner.key < (best.key if best else cur_key):
+                    best = inner
+            if best is not None:
+                current, cur_row, cur_key, found = best.params, best.row, best.key, True
+                steps += best.steps + 1
         if not found:
             return Shrunk(current, cur_row, failure_of(cur_row), tries, steps,
                           tries >= max_tries and bool(pool), start_key, cur_key)

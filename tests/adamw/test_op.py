@@ -35,6 +35,42 @@ def test_one_inf_in_the_last_gradient():
     assert torch.isfinite(g[0]).all() and int(torch.isinf(g[1]).sum()) == 1
 
 
+@pytest.mark.parametrize("case", [
+    dict(preset="mixed", dtype="bfloat16", master=True, amsgrad=True, step=3,
+         grads="inf_one"),
+    dict(preset="mixed", repeat=3, grad_dtype="float32"),
+    dict(preset="tiny_many", repeat=2, grads="nan_one"),
+    dict(sizes=[17, 1, 40], repeat=4, step=2),
+])
+def test_rewrites_build_the_same_tensors_flattened(case):
+    # the shrinker takes a rewrite for the same case: every input list must hold the
+    # same values in the same order (shapes aside), and check_case must accept it
+    p = params(**case)
+    ref = SPEC.make_inputs(p, 7, CPU)
+    rws = SPEC.params.rewrites(p)
+    assert rws and all(r["preset"] == "" for r in rws)
+    for r in rws:
+        assert SPEC.check_case(r) is None, r
+        got = SPEC.make_inputs(r, 7, CPU)
+        assert got.attrs == ref.attrs
+        for k, v in ref.tensors.items():
+            if v is None:
+                assert got.tensors[k] is None, k
+                continue
+            w = got.tensors[k]
+            assert len(w) == len(v), k
+            for a, b in zip(v, w):  # equal bit for bit, a NaN gradient included
+                torch.testing.assert_close(b.flatten(), a.flatten(), rtol=0, atol=0,
+                                           equal_nan=True, msg=k)
+
+
+def test_a_case_without_preset_or_repeat_has_no_rewrite_and_long_lists_are_not_offered():
+    assert SPEC.params.rewrites(params(sizes=[5, 6])) == []
+    # tiny_many is 32 tensors: 3 repeats written out would be 96, beyond the cap
+    (r,) = SPEC.params.rewrites(params(preset="tiny_many", repeat=3))
+    assert r["repeat"] == 3 and len(r["sizes"]) == 32
+
+
 def test_fused_declares_16_bit_parameters_with_fp32_moments_unsupported():
     fused = next(i for i in registry.implementations("adamw") if i.name == "torch_fused")
     assert "refuses 16-bit parameters" in fused.unsupported_reason(

@@ -262,8 +262,8 @@ def test_shrinking_stops_at_its_try_budget():
 
 
 def test_shrinking_leaves_a_preset_whose_sizes_it_made_inert():
-    # adamw's mixed preset (1368 input elements) back to sizes = [1000] is larger; the
-    # shrinker takes it anyway at its local minimum and ends below the preset
+    # adamw's mixed preset (1368 input elements): no one-parameter move is smaller (back
+    # to sizes = [1000] is larger); the rewrite or the escape takes the shrinker out
     spec = registry.op("adamw")
     impl = _impl("adamw", "mutant_adamw_coupled_l2")
     driver = Driver(OPTS)
@@ -275,6 +275,103 @@ def test_shrinking_leaves_a_preset_whose_sizes_it_made_inert():
     shrunk = shrink(spec, start, run(start), run, max_tries=200)
     assert shrunk.params["preset"] == "" and shrunk.key < shrunk.start_key
     assert input_numel(spec, shrunk.params) == 4  # one element: p, g, m, v
+
+
+def test_a_rewrite_takes_the_shrinker_from_a_preset_to_a_list_it_can_shorten():
+    # adamw's mixed preset as the six sizes it stands for; the bug needs two tensors, so
+    # resetting the preset (one tensor of 1000) loses it, the rewrite does not
+    spec = registry.op("adamw")
+    impl = _impl("adamw", "mutant_adamw_step_per_tensor")
+    driver = Driver(OPTS)
+    seen = []
+
+    def run(params):
+        seen.append(params)
+        return driver.rows(Plan.single(spec, fuzz_case(spec, params), impl))[0]
+
+    start = dict(spec.params.defaults(), preset="mixed")
+    shrunk = shrink(spec, start, run(start), run, max_tries=200)
+    assert any(p["sizes"] == [32, 8, 105, 1, 130, 66] and p["preset"] == "" for p in seen)
+    assert shrunk.params == dict(spec.params.defaults(), sizes=[1, 1])
+    assert input_numel(spec, shrunk.params) == 8 and not shrunk.exhausted
+
+
+def _fake(rewrites):
+    """An op of tensors of `sizes` elements, or the preset "three" (three of 5, sizes
+    then inert), whose rewrite spells the preset as sizes = [5, 5, 5]."""
+    from types import SimpleNamespace
+
+    from suite.params import IntList, ParamSet
+    ps = ParamSet((
+        Param("sizes", "int_list", [20], "", minimum=1,
+              domain=IntList(IntRange(1, 100))),
+        Param("preset", "str", "", "", choices=("", "three")),
+    ), rewrites=(lambda p: [dict(p, preset="", sizes=[5, 5, 5])] if p["preset"] else [])
+        if rewrites else None)
+
+    def check(p):
+        return ("sizes", "inert") if p["preset"] and p["sizes"] != [20] else None
+    return SimpleNamespace(params=ps, check_case=check)
+
+
+def _row(fails):
+    from types import SimpleNamespace
+    out = {"name": "y", "err": 1.0 if fails else 0.0, "allowed": 0.5}
+    return SimpleNamespace(verdict=Verdict.FAIL if fails else Verdict.PASS,
+                           failure_kind="mismatch", reason="", outputs=[out])
+
+
+def _sizes(p):
+    return [5, 5, 5] if p["preset"] else p["sizes"]
+
+
+@pytest.mark.parametrize("with_rewrites", [True, False])
+def test_rewrites_are_moves_of_equal_size_tried_at_a_local_minimum(with_rewrites):
+    spec = _fake(with_rewrites)
+    seen = []
+
+    def run(p):  # the bug needs two tensors
+        seen.append(p)
+        return _row(len(_sizes(p)) >= 2)
+
+    start = {"sizes": [20], "preset": "three"}
+    shrunk = shrink(spec, start, run(start), run, numel=lambda p: sum(_sizes(p)))
+    if with_rewrites:
+        assert shrunk.params == {"sizes": [1, 1], "preset": ""}
+        # no smaller variant of the preset: the rewrite is tried next, then the escape
+        # (the reset to one tensor of 20), which passes
+        assert seen[1] == {"sizes": [5, 5, 5], "preset": ""}
+        assert {"sizes": [20], "preset": ""} in seen[2:]
+    else:
+        assert shrunk.params == start
+    again = shrink(spec, start, run(start), run, numel=lambda p: sum(_sizes(p)))
+    assert again.params == shrunk.params and again.tries == shrunk.tries  # deterministic
+
+
+def test_a_rewrite_that_leads_nowhere_smaller_leaves_the_case_as_it_was_spelled():
+    spec = _fake(True)
+
+    def run(p):  # only three tensors of 5 fail
+        return _row(_sizes(p) == [5, 5, 5])
+
+    start = {"sizes": [20], "preset": "three"}
+    shrunk = shrink(spec, start, run(start), run, numel=lambda p: sum(_sizes(p)))
+    assert shrunk.params == start and shrunk.key == shrunk.start_key
+
+
+@pytest.mark.parametrize("with_rewrites", [True, False])
+def test_the_escape_from_a_preset_still_works_when_its_rewrite_passes(with_rewrites):
+    spec = _fake(with_rewrites)
+    seen = []
+
+    def run(p):  # one tensor fails, or the preset itself; its rewrite does not
+        seen.append(p)
+        return _row(bool(p["preset"]) or len(p["sizes"]) == 1)
+
+    start = {"sizes": [20], "preset": "three"}
+    shrunk = shrink(spec, start, run(start), run, numel=lambda p: sum(_sizes(p)))
+    assert shrunk.params == {"sizes": [1], "preset": ""}
+    assert ({"sizes": [5, 5, 5], "preset": ""} in seen) == with_rewrites
 
 
 # ---------------------------------------------------------------- the command
