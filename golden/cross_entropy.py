@@ -61,7 +61,8 @@ def token_terms(logits, targets, *, ignore_index, label_smoothing, z_loss, softc
     grad.scatter_add_(1, safe[:, None], torch.full((N, 1), -(1 - eps), dtype=x.dtype,
                                                   device=x.device))
     if softcap:
-        grad = grad * (1 - th * th)
+        # sech^2, not 1 - tanh^2: the difference cancels to 0 where tanh rounds to 1
+        grad = grad / torch.cosh(x / softcap).square()
     loss = torch.where(valid, loss, torch.zeros_like(loss))
     grad = torch.where(valid[:, None], grad, torch.zeros_like(grad))
     return loss, grad

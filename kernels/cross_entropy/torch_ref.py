@@ -36,13 +36,15 @@ def _loss(x, targets, grad_loss, *, ignore_index, label_smoothing, reduction, z_
                            label_smoothing=label_smoothing)
     if z_loss:
         valid = y != ignore_index
-        zt = torch.where(valid, z_loss * torch.logsumexp(xc, dim=-1) ** 2, 0.0).to(xc.dtype)
+        # (z lse) lse: lse^2 alone overflows fp16 once |lse| > 256 (fuzzed, V = 1)
+        lse = torch.logsumexp(xc, dim=-1)
+        zt = torch.where(valid, (z_loss * lse) * lse, 0.0).to(xc.dtype)
         if reduction == "none":
             loss = loss + zt
         elif reduction == "sum":
             loss = loss + zt.sum()
         else:
-            loss = loss + zt.sum() / valid.sum()
+            loss = loss + (zt / valid.sum()).sum()  # divided first: an fp16 sum overflows
     loss.backward(grad_loss.to(loss.dtype))
     out["loss"].copy_(loss.detach())
     out["dlogits"].copy_(x.grad)
