@@ -1,0 +1,98 @@
+"""Cross entropy over the last dim, forward and backward together (as fused kernels compute
+them), in float64 from the formulas (no autograd).
+
+Per token i with logits x (V,) and aligned target y (ignored when y == ignore_index):
+
+    x'   = c * tanh(x / c)                     with softcap c > 0, else x' = x
+    lse  = log sum_j exp(x'_j)                 (computed around max x': stable)
+    p    = exp(x' - lse)
+    l_i  = (1 - eps) (lse - x'_y) + eps (lse - mean_j x'_j) + z lse^2
+    dl_i/dx'_j = p_j (1 + 2 z lse) - (1 - eps) [j == y] - eps / V
+    dl_i/dx_j  = dl_i/dx'_j * (1 - tanh^2(x_j / c))   with softcap
+
+eps is the label smoothing (PyTorch's: (1 - eps) nll + eps times the mean over V of
+-log p), z the z-loss coefficient (PaLM, Liger). An ignored token has l_i = 0 and a zero
+gradient row.
+
+The loss is sum_i a_i l_i: a_i = 1 for sum, 1/D for mean with D the count of non-ignored
+tokens; with accumulation over k micro-batches and normalize = micro_batch,
+a_i = 1 / (k D_g) with D_g the count of token i's micro-batch (the 2024 gradient-
+accumulation bug's semantics, computed here because the case asks for it); with
+global_tokens the mean over the whole batch. A mean over zero tokens is 0 with a zero
+gradient (Liger's convention; PyTorch's is NaN). For reduction none the loss is l (N,).
+dlogits = g_up * a_i * dl_i/dx, g_up the upstream gradient (a scalar, or (N,) for none).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def align(targets: torch.Tensor, seq_len: int, shift: bool, ignore_index: int):
+    """The target each position is scored against: with shift, position t of a sequence of
+    seq_len takes the label of t + 1 and the last position is ignored."""
+    if not shift:
+        return targets.clone()
+    t = targets.reshape(-1, seq_len)
+    out = torch.full_like(t, ignore_index)
+    out[:, :-1] = t[:, 1:]
+    return out.reshape(-1)
+
+
+def token_terms(logits, targets, *, ignore_index, label_smoothing, z_loss, softcap):
+    """(per-token loss (N,), per-token gradient dl_i/dlogits (N, V)) in float64 for aligned
+    targets; zero for ignored tokens."""
+    x = logits.to(torch.float64)
+    N, V = x.shape
+    valid = targets != ignore_index
+    if softcap:
+        th = torch.tanh(x / softcap)
+        xc = softcap * th
+    else:
+        xc = x
+    m = xc.max(dim=1, keepdim=True).values if V else xc.new_zeros(N, 1)
+    lse = (m + (xc - m).exp().sum(dim=1, keepdim=True).log()).squeeze(1)
+    p = (xc - lse[:, None]).exp()
+    safe = torch.where(valid, targets, torch.zeros_like(targets))
+    xy = xc.gather(1, safe[:, None]).squeeze(1)
+    eps = label_smoothing
+    loss = (1 - eps) * (lse - xy) + eps * (lse - xc.mean(dim=1)) + z_loss * lse * lse
+    grad = p * (1 + 2 * z_loss * lse)[:, None] - eps / V
+    grad.scatter_add_(1, safe[:, None], torch.full((N, 1), -(1 - eps), dtype=x.dtype,
+                                                  device=x.device))
+    if softcap:
+        # sech^2, not 1 - tanh^2: the difference cancels to 0 where tanh rounds to 1
+        grad = grad / torch.cosh(x / softcap).square()
+    loss = torch.where(valid, loss, torch.zeros_like(loss))
+    grad = torch.where(valid[:, None], grad, torch.zeros_like(grad))
+    return loss, grad
+
+
+def coefficients(valid: torch.Tensor, reduction: str, accumulation: int,
+                 normalize: str) -> torch.Tensor:
+    """a_i, each token's weight in the loss (module docstring), float64 (N,)."""
+    n = valid.numel()
+    if reduction in ("sum", "none"):
+        return torch.ones(n, dtype=torch.float64, device=valid.device)
+    if normalize == "micro_batch" and accumulation > 1:
+        parts = valid.reshape(accumulation, -1)
+        count = parts.sum(dim=1, keepdim=True).clamp_min(1).to(torch.float64)
+        return (1.0 / (accumulation * count)).expand_as(parts).reshape(-1)
+    count = max(int(valid.sum()), 1)
+    return torch.full((n,), 1.0 / count, dtype=torch.float64, device=valid.device)
+
+
+def cross_entropy(logits, targets, grad_loss, *, ignore_index=-100, label_smoothing=0.0,
+                  reduction="mean", z_loss=0.0, softcap=0.0, shift=False, seq_len=None,
+                  accumulation=1, normalize="global_tokens") -> dict:
+    """{loss, dlogits} in float64: loss () for mean and sum, (N,) for none."""
+    seq_len = seq_len or logits.shape[0]
+    tgt = align(targets, seq_len, shift, ignore_index)
+    loss_i, grad_i = token_terms(logits, tgt, ignore_index=ignore_index,
+                                 label_smoothing=label_smoothing, z_loss=z_loss,
+                                 softcap=softcap)
+    a = coefficients(tgt != ignore_index, reduction, accumulation, normalize)
+    g = grad_loss.to(torch.float64)
+    if reduction == "none":
+        return {"loss": loss_i, "dlogits": (g * a)[:, None] * grad_i}
+    return {"loss": (a * loss_i).sum(), "dlogits": (g * a)[:, None] * grad_i}
