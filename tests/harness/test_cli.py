@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from suite import results
+from suite import registry, results
 from suite.cases import PROFILES, load_cases
 from suite.cli import main
 
@@ -284,7 +284,7 @@ def test_impl_module_failing_at_import_is_one_line(source, needles, capsys, tmp_
 @pytest.mark.parametrize("impl, needles", [
     ("tests.helpers:raising", ["'tests.helpers:raising' does not say which op",
                                "write OP=tests.helpers:raising",
-                               "causal_conv1d, layer_norm, softmax", "or give --op"]),
+                               "(ops: " + ", ".join(sorted(registry.ops())), "or give --op"]),
     ("softmx=tests.helpers:raising", ["'softmx' is not one of", "softmax"]),
     ("softmax=tests.helpers:layer_norm_only", ["registered as an implementation of "
                                                "layer_norm, not softmax"]),

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from suite import registry
+
 ROOT = Path(__file__).resolve().parents[2]
 ITEM = "causal_conv1d/bias/B2-D40-L100-K4-bf16-cl-nobias-silu-init"
 WRONG = "causal_conv1d=tests.helpers:doubles_dx"
@@ -33,7 +35,7 @@ def _pytest(*args, xdist=False):
     (["--suite-impl", "torch_reff"], "--suite-impl: 'torch_reff' is not one of:"),
     (["--suite-impl", "tests.helpers:raising"],
      "'tests.helpers:raising' does not say which op it implements: write "
-     "OP=tests.helpers:raising (ops: adamw, causal_conv1d, layer_norm, softmax) "
+     f"OP=tests.helpers:raising (ops: {', '.join(sorted(registry.ops()))}) "
      "or give --suite-op"),
     (["--suite-impl", "softmax=tests.helpers:layer_norm_only"],
      "registered as an implementation of layer_norm, not softmax"),
