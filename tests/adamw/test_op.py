@@ -4,7 +4,8 @@ the fused implementation's declared limits."""
 import pytest
 import torch
 
-from suite import cli, registry
+from suite import registry
+from tests.bad_input import assert_one_line_naming_file_and_key
 
 SPEC = registry.op("adamw")
 CPU = torch.device("cpu")
@@ -86,12 +87,6 @@ def test_fused_declares_16_bit_parameters_with_fp32_moments_unsupported():
     ("grad_sizes = [7, 4]", "grad_sizes", "disagrees with sizes"),
 ], ids=["lr", "beta1-one", "beta2", "beta1-negative", "lengths"])
 def test_bad_input_is_one_line_naming_file_and_key(tmp_path, capsys, line, key, says):
-    path = tmp_path / "bad.toml"
-    path.write_text(f'op = "adamw"\n[[case]]\nname = "c"\ntags = ["ci"]\n'
-                    f'sizes = [7, 5]\n{line}\n')
-    code = cli.main(["run", "--cases", str(path), "--device", "cpu", "--profile", "ci",
-                     "--out", str(tmp_path)])
-    err = capsys.readouterr().err.strip()
-    assert code == 2, err
-    assert len(err.splitlines()) == 1 and "bad.toml" in err and f'"{key}"' in err, err
-    assert says in err, err
+    assert_one_line_naming_file_and_key(
+        tmp_path, capsys, f'op = "adamw"\n[[case]]\nname = "c"\ntags = ["ci"]\n'
+                          f'sizes = [7, 5]\n{line}\n', key, says)

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from ops import cross_entropy as op
-from suite import cli, registry
+from suite import registry
+from tests.bad_input import assert_one_line_naming_file_and_key
 
 SPEC = registry.op("cross_entropy")
 CPU = torch.device("cpu")
@@ -127,12 +128,7 @@ def test_bytes_read_logits_once_and_write_dlogits_once():
 ], ids=["class-V", "class-negative", "prompt", "padding", "accumulation", "normalize",
         "ignored-row"])
 def test_bad_input_is_one_line_naming_file_and_key(tmp_path, capsys, line, key, says):
-    path = tmp_path / "bad.toml"
-    path.write_text(f'op = "cross_entropy"\n[defaults]\nbatch = 4\n[[case]]\nname = "c"\n'
-                    f'tags = ["ci"]\nseq = 8\nvocab = 32\n{line}\n')
-    code = cli.main(["run", "--cases", str(path), "--device", "cpu", "--profile", "ci",
-                     "--out", str(tmp_path)])
-    err = capsys.readouterr().err.strip()
-    assert code == 2, err
-    assert len(err.splitlines()) == 1 and "bad.toml" in err and f'"{key}"' in err, err
-    assert says in err, err
+    assert_one_line_naming_file_and_key(
+        tmp_path, capsys, f'op = "cross_entropy"\n[defaults]\nbatch = 4\n[[case]]\n'
+                          f'name = "c"\ntags = ["ci"]\nseq = 8\nvocab = 32\n{line}\n',
+        key, says)
