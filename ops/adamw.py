@@ -256,6 +256,8 @@ SPEC = register_op(OpSpec(
     bytes=compulsory_bytes,
     flops=flops,
     mutates=("params", "master", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"),
+    # GradScaler's unscale_ and clip_grad_norm_ write the gradients in place
+    consumes=("grads",),
     case_stats=adamw_stats.case_stats,
     diagnosis=DIAGNOSIS,
 ))

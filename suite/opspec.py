@@ -15,7 +15,9 @@ the implementation never wrote is found by its poison bit pattern ("unwritten ou
 
 An op may declare inputs that the implementation updates in place (`mutates`, an optimizer's
 parameters and moments): each call gets fresh copies of them (never poisoned: they are read
-too), and after the call those copies are its outputs of the same name. An input may be a
+too), and after the call those copies are its outputs of the same name. Inputs it may
+overwrite as scratch (`consumes`, an optimizer's gradients) are copied afresh too, and not
+checked afterwards. An input may be a
 list of tensors (a model's parameter list), for multi-tensor implementations.
 """
 
@@ -134,6 +136,10 @@ class OpSpec:
     # names of inputs the implementation updates in place (each also an output name):
     # every call gets fresh copies, and the updated copies are checked against the golden
     mutates: tuple = ()
+    # names of inputs the implementation may overwrite as scratch (an optimizer's
+    # gradients, which GradScaler unscales and clipping scales in place): every call gets
+    # fresh copies, outside the timed region, and their values after the call are not checked
+    consumes: tuple = ()
 
     # statistics of one checked item, stored as JSON in the row's stats_json:
     # (params, the inputs as they were before the call, the implementation's outputs
@@ -150,8 +156,17 @@ class OpSpec:
         defaults = self.params.defaults()
         if not self.outputs(defaults):
             raise ValueError(f"op {self.name}: default params produce no outputs")
-        if not isinstance(self.mutates, tuple):
-            raise ValueError(f"op {self.name}: mutates must be a tuple of input names")
+        for what in ("mutates", "consumes"):
+            if not isinstance(getattr(self, what), tuple):
+                raise ValueError(f"op {self.name}: {what} must be a tuple of input names")
+        if set(self.mutates) & set(self.consumes):
+            raise ValueError(f"op {self.name}: an input is in both mutates and consumes: "
+                             f"{sorted(set(self.mutates) & set(self.consumes))}")
+
+    @property
+    def copied(self) -> tuple:
+        """Inputs every call gets fresh copies of: those it updates and those it consumes."""
+        return self.mutates + self.consumes
 
     def call(self, fn, inputs: CaseInputs, params: Mapping, allocate) -> dict:
         return self.invoke(self, fn, inputs, params, allocate)

@@ -72,14 +72,11 @@ class CaseContext:
     def __post_init__(self):
         p = self.case.params
         self.inputs = self.spec.make_inputs(p, self.case.seed, self.opts.device)
-        gd = self.opts.golden_device
-        f64 = {k: map_tensors(lambda t: t.to(gd, torch.float64) if t.is_floating_point()
-                              else t.to(gd), v)
-               for k, v in self.inputs.tensors.items()}
-        self.golden = self.spec.golden(**f64, **self.inputs.attrs)
-        self.f64 = f64  # the inputs the golden saw, for the diagnosis of failing items
+        # not kept: on a case of GPT-2 large's 774M parameters the float64 inputs alone are
+        # 31 GB, and the conditioning's perturbed copy as much again
+        self.golden = self.spec.golden(**self.float64_inputs(), **self.inputs.attrs)
         self.outputs = list(self.spec.outputs(p))
-        self.cond_errs = self._conditioning(f64)
+        self.cond_errs = self._conditioning()
         missing = {o.name for o in self.outputs} - set(self.golden)
         if missing:
             raise RuntimeError(f"golden of {self.spec.name} did not produce {sorted(missing)}")
@@ -100,12 +97,23 @@ class CaseContext:
                                   f"beyond {str(dtype).removeprefix('torch.')}'s largest "
                                   f"value {torch.finfo(dtype).max:.6g}")
 
-    def _conditioning(self, f64: Mapping) -> dict:
+    def float64_inputs(self) -> dict:
+        """The inputs as the golden sees them (floating ones in float64) on the golden
+        device; made afresh on each call."""
+        gd = self.opts.golden_device
+        return {k: map_tensors(lambda t: t.to(gd, torch.float64) if t.is_floating_point()
+                               else t.to(gd), v)
+                for k, v in self.inputs.tensors.items()}
+
+    def _conditioning(self) -> dict:
         """Movement of the golden under one fp32 rounding of every floating input."""
         gen = generator(self.case.seed)
         eps = torch.finfo(torch.float32).eps
-        moved = {k: map_tensors(lambda t: perturbed(t, eps, gen) if t.is_floating_point()
-                                else t, v) for k, v in f64.items()}
+        gd = self.opts.golden_device
+        # tensor by tensor from the case's inputs: never a second whole float64 copy
+        moved = {k: map_tensors(lambda t: perturbed(t.to(gd, torch.float64), eps, gen)
+                                if t.is_floating_point() else t.to(gd), v)
+                 for k, v in self.inputs.tensors.items()}
         other = self.spec.golden(**moved, **self.inputs.attrs)
         return {o.name: normalized_error(other[o.name], self.golden[o.name])
                 for o in self.outputs}
@@ -175,12 +183,12 @@ def _copy(t: torch.Tensor) -> torch.Tensor:
 
 
 def fresh_inputs(spec: OpSpec, inputs: CaseInputs) -> CaseInputs:
-    """`inputs` with fresh copies of those the op updates in place (the others shared):
-    every call, repeats and timed samples included, starts from the case's values."""
-    if not spec.mutates:
+    """`inputs` with fresh copies of those the op updates in place or consumes (the others
+    shared): every call, repeats and timed samples included, starts from the case's values."""
+    if not spec.copied:
         return inputs
     tensors = dict(inputs.tensors)
-    for k in spec.mutates:
+    for k in spec.copied:
         tensors[k] = map_tensors(_copy, tensors[k])
     return CaseInputs(tensors=tensors, attrs=inputs.attrs)
 
@@ -190,9 +198,9 @@ def timed_call(spec: OpSpec, impl: Implementation, inputs: CaseInputs,
     """The call the suite times, as a zero-argument closure: the implementation's backward
     alone, its outputs allocated once outside (not poisoned: timing never sees the NaN
     fill). Scripts that profile or time an item outside a run use this. For an op that
-    updates inputs in place the closure has a `setup` attribute, which copies them afresh:
-    the timer runs it before every call, outside the timed region."""
-    if spec.mutates:
+    updates or consumes inputs the closure has a `setup` attribute, which copies them
+    afresh: the timer runs it before every call, outside the timed region."""
+    if spec.copied:
         state = {"inputs": inputs}
 
         def setup():
@@ -450,7 +458,7 @@ def _diagnose(row: ResultRow, ctx: CaseContext, outputs: Mapping, checks: list) 
     if spec.diagnosis is None or not any(c.failure for c in checks):
         return
     try:
-        found = diagnose_item(spec.diagnosis, ctx.case.params, ctx.f64, ctx.inputs.attrs,
+        found = diagnose_item(spec.diagnosis, ctx.case.params, ctx.float64_inputs(), ctx.inputs.attrs,
                               ctx.golden, outputs, checks)
     except Exception as e:  # noqa: BLE001 - a diagnosis bug must not lose the verdict
         row.diagnosis = f"diagnosis failed: {type(e).__name__}: {e}"

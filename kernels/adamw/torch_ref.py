@@ -3,10 +3,18 @@ decoupled_weight_decay, what torch.optim.AdamW.step calls), in three forms: the 
 (`torch_ref`, the same-dtype yardstick: each in-place op rounds to the parameter dtype),
 `foreach=True` and `fused=True`.
 
-Around it, as a training step does: the gradients unscaled in fp32 (GradScaler's
-unscale_, the skip on an inf or NaN anywhere), clipped by the global norm
-(clip_grad_norm_'s coefficient min(1, max_norm / (norm + 1e-6))), the update on the fp32
-masters when there are some, then each parameter set to its master's cast.
+Around it, as a training step with GradScaler and clip_grad_norm_ does:
+- the gradients unscaled in place in fp32 with the inf/NaN check in the same pass
+  (GradScaler.unscale_: `_amp_foreach_non_finite_check_and_unscale_`); 16-bit gradients
+  are first cast into fp32 gradients of the masters, as a mixed-precision trainer keeps;
+- clipped by the global norm, clip_grad_norm_'s foreach path (coefficient
+  min(1, max_norm / (norm + 1e-6)), no host sync);
+- the skip on an inf: the for-loop and foreach forms read found_inf on the host (one
+  sync, GradScaler's step for such optimizers); the fused form gets found_inf on the
+  device and skips inside its kernel, as GradScaler hands it to fused optimizers;
+- the update on the fp32 masters when there are some, then each parameter set to its
+  master's cast.
+The gradients are the op's scratch input (`consumes`), so writing them is allowed.
 """
 
 from __future__ import annotations
@@ -17,28 +25,46 @@ from torch.optim.adam import adam
 from suite.registry import implementation
 
 
+def _unscaled(grads: list, loss_scale: float, found: torch.Tensor) -> list:
+    """fp32 gradients divided by the loss scale, `found` set to 1 on any inf or NaN."""
+    g = grads
+    if grads and grads[0].dtype != torch.float32:
+        g = [torch.empty_like(x, dtype=torch.float32) for x in grads]
+        torch._foreach_copy_(g, grads)
+    if g:
+        inv = torch.full((), 1.0 / loss_scale, dtype=torch.float32, device=found.device)
+        torch._amp_foreach_non_finite_check_and_unscale_(g, found, inv)
+    return g
+
+
+def _clip_(g: list, max_norm: float) -> None:
+    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(g)))
+    torch._foreach_mul_(g, (max_norm / (norm + 1e-6)).clamp(max=1.0))
+
+
 def _step(variant: dict, *, params, grads, master, exp_avg, exp_avg_sq, max_exp_avg_sq, lr,
           beta1, beta2, eps, weight_decay, step, steps, maximize, amsgrad, loss_scale,
           max_norm, out):
-    g = [x.float() * (1.0 / loss_scale) for x in grads]
-    found = any(not bool(torch.isfinite(x).all()) for x in g)
-    out["found_inf"].fill_(1.0 if found else 0.0)
-    if found:  # GradScaler skips optimizer.step(): no tensor moves, no step is counted
+    found = out["found_inf"]
+    found.zero_()
+    g = _unscaled(grads, loss_scale, found)
+    fused = variant.get("fused", False)
+    if not fused and found.item():  # GradScaler skips optimizer.step(): nothing moves
         return
     if max_norm > 0:
-        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(x) for x in g]))
-        coef = (max_norm / (norm + 1e-6)).clamp(max=1.0)
-        g = [x * coef for x in g]
+        _clip_(g, max_norm)
     target = master if master is not None else params
-    # the step counts before this call's first update (adam increments them first)
-    counts = [torch.tensor(float(step - 1)) for _ in target]
+    # the step counts before this call's first update (adam increments them first); the
+    # fused kernel reads them on the device (one allocation, viewed per tensor)
+    dev = found.device if fused else torch.device("cpu")
+    counts = list(torch.full((len(target),), float(step - 1), device=dev).unbind())
+    extra = dict(found_inf=found.view(())) if fused else {}  # its step counts are 0-d
     for _ in range(steps):
         adam(target, g, exp_avg, exp_avg_sq, max_exp_avg_sq or [], counts, amsgrad=amsgrad,
              beta1=beta1, beta2=beta2, lr=lr, weight_decay=weight_decay, eps=eps,
-             maximize=maximize, decoupled_weight_decay=True, **variant)
+             maximize=maximize, decoupled_weight_decay=True, **variant, **extra)
     if master is not None:
-        for p, m in zip(params, master):
-            p.copy_(m)
+        torch._foreach_copy_(params, master)
 
 
 def _fused_refuses(p) -> str | None:
@@ -63,5 +89,5 @@ def torch_foreach(**kw):
 @implementation("adamw", "torch_fused", kind="native", version=torch.__version__,
                 supports=_fused_refuses)
 def torch_fused(**kw):
-    """torch.optim's fused AdamW (fused=True)"""
+    """torch.optim's fused AdamW (fused=True), found_inf handed to its kernel"""
     _step(dict(fused=True), **kw)

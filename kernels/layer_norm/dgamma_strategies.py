@@ -33,6 +33,12 @@ STRATEGIES = (
 )
 
 
+# one thread summing a column's rows in order: fp32 rounding grows with the row count
+# (dgamma 26x, dbeta 290x the bound over 1048575 fp16 rows on the H200)
+KNOWN_FAILURES = {"cuda_dg_column": {
+    "layer_norm/liger-dgamma-million-rows/": "a sequential fp32 sum over a million rows"}}
+
+
 def _ext():
     return load_extension("bwd_suite_layer_norm_dgamma", SOURCES)
 
@@ -55,6 +61,7 @@ def _register(name: str, strategy: int, deterministic: bool, doc: str):
     fn.__doc__ = doc
     return implementation(
         "layer_norm", name, kind="ours", devices=("cuda",), supports=_supports,
+        known_failures=KNOWN_FAILURES.get(name, {}),
         deterministic=deterministic, enabled=torch.cuda.is_available(),
         disabled_reason="" if torch.cuda.is_available() else "no CUDA device here",
         build=build)(fn)

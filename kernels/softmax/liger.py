@@ -65,6 +65,11 @@ KNOWN_FAILURES = {
     # fuzzed on the H200 (cases/softmax/findings.toml): 332 of 2284 drawn cases, as small
     # as one row of 3 elements, errors up to 100x the bound at one element
     "softmax/liger-": _KNOWN,
+    # findings of other implementations and one input case that Liger fails the same way
+    # (pytest of the gpu profile on the H200): one element of a near one-hot row
+    "softmax/torch-bf16-one-hot/": _KNOWN,
+    "softmax/cuda-fp16-dropout-one-hot/": _KNOWN,
+    "softmax/dy-mean/R5-N7-bf16-dym-10.0": _KNOWN,
 }
 
 

@@ -50,7 +50,7 @@ def planted(perturb, **params) -> dict:
 def contribution(ctx, time_mask) -> dict:
     """The golden gradients of the outputs where `time_mask` is true (golden is linear
     in dout), without dfinal_states."""
-    t = ctx.f64
+    t = ctx.float64_inputs()
     return golden.backward(t["x"], t["weight"], t["dout"] * time_mask, bias=t["bias"],
                            seq_idx=t["seq_idx"], initial_states=t["initial_states"],
                            activation=ctx.inputs.attrs["activation"])

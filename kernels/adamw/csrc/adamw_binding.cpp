@@ -60,8 +60,13 @@ struct Scratch {
 Scratch &scratch_for(const at::Tensor &ref, int grid) {
   static std::unordered_map<int, Scratch> per_device;
   Scratch &s = per_device[ref.get_device()];
-  if (!s.barrier.defined())
-    s.barrier = at::zeros({2}, ref.options().dtype(at::kInt));
+  if (!s.barrier.defined()) {
+    // a memset, not a fill kernel: the first call launches one kernel like every other
+    s.barrier = at::empty({2}, ref.options().dtype(at::kInt));
+    const cudaError_t err = cudaMemsetAsync(s.barrier.data_ptr(), 0, 2 * sizeof(int),
+                                            c10::cuda::getCurrentCUDAStream().stream());
+    TORCH_CHECK(err == cudaSuccess, "adamw barrier memset: ", cudaGetErrorString(err));
+  }
   if (!s.sumsq.defined() || s.sumsq.numel() < grid) {
     s.sumsq = at::empty({grid}, ref.options().dtype(at::kDouble));
     s.found = at::empty({grid}, ref.options().dtype(at::kInt));
