@@ -90,7 +90,9 @@ Allocate = Callable[[Mapping[str, torch.Tensor]], dict]
 
 
 def call_once(spec: "OpSpec", fn, inputs: CaseInputs, params: Mapping, allocate) -> dict:
-    out = allocate(spec.empty_outputs(inputs, params))
+    # the allocator sees the inputs: an output an implementation writes into an input's
+    # storage (Implementation.in_place) is that input's tensor
+    out = allocate(spec.empty_outputs(inputs, params), inputs)
     fn(**inputs.tensors, **inputs.attrs, out=out)
     return out
 
@@ -121,8 +123,9 @@ class OpSpec:
     flops: Callable[[Mapping], int]
 
     # --- calling convention ---
-    # (spec, fn, inputs, params, allocate) -> outputs. Ops with chunked state override this
-    # to split one case into several calls; the default is one call.
+    # (spec, fn, inputs, params, allocate) -> outputs, allocate(empties, inputs) giving each
+    # call's `out`. Ops with chunked state override this to split one case into several
+    # calls (through call_once); the default is one call.
     invoke: Callable[..., dict] = call_once
     # dtype of the case's activations, used to pick tolerances (a param name)
     dtype_param: str = "dtype"

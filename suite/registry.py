@@ -53,6 +53,11 @@ class Implementation:
     # for one loaded from outside (--impl): the text that resolves it again in another
     # process, e.g. "softmax=pkg.mod:fn" (`resolve`); "" for a registered one
     origin: str = ""
+    # output name -> input name: the implementation writes that output into the input's
+    # storage (Liger's cross entropy writes dlogits into the logits). The harness hands it
+    # a fresh copy of the input, outside the timed region, with out[output] the same
+    # tensor; docs/contract.md#outputs-written-into-an-input
+    in_place: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.kind not in KINDS:

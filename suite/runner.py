@@ -19,7 +19,7 @@ import math
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Mapping, Optional
+from typing import Callable, Iterator, Mapping, Optional, Sequence
 
 import torch
 
@@ -182,13 +182,15 @@ def _copy(t: torch.Tensor) -> torch.Tensor:
     return c.copy_(t)
 
 
-def fresh_inputs(spec: OpSpec, inputs: CaseInputs) -> CaseInputs:
-    """`inputs` with fresh copies of those the op updates in place or consumes (the others
-    shared): every call, repeats and timed samples included, starts from the case's values."""
-    if not spec.copied:
+def fresh_inputs(spec: OpSpec, inputs: CaseInputs, also: Sequence[str] = ()) -> CaseInputs:
+    """`inputs` with fresh copies of those the op updates in place or consumes, and of
+    `also` (the others shared): every call, repeats and timed samples included, starts
+    from the case's values."""
+    names = spec.copied + tuple(also)
+    if not names:
         return inputs
     tensors = dict(inputs.tensors)
-    for k in spec.copied:
+    for k in names:
         tensors[k] = map_tensors(_copy, tensors[k])
     return CaseInputs(tensors=tensors, attrs=inputs.attrs)
 
@@ -200,17 +202,19 @@ def timed_call(spec: OpSpec, impl: Implementation, inputs: CaseInputs,
     fill). Scripts that profile or time an item outside a run use this. For an op that
     updates or consumes inputs the closure has a `setup` attribute, which copies them
     afresh: the timer runs it before every call, outside the timed region."""
-    if spec.copied:
+    aliases = dict(impl.in_place)
+    keep = _Aliased(aliases)  # outputs allocated once, not poisoned; aliased ones bound
+    if spec.copied or aliases:
         state = {"inputs": inputs}
 
         def setup():
-            state["inputs"] = fresh_inputs(spec, inputs)
+            state["inputs"] = fresh_inputs(spec, inputs, also=aliases.values())
 
         def call():
             i = state["inputs"]
-            if spec.invoke is call_once:
+            if spec.invoke is call_once and not aliases:
                 return impl.fn(**i.tensors, **i.attrs, out=out)
-            return spec.call(impl.fn, i, params, lambda empties: dict(empties))
+            return spec.call(impl.fn, i, params, keep)
 
         out = spec.empty_outputs(inputs, params)
         call.setup = setup
@@ -218,7 +222,22 @@ def timed_call(spec: OpSpec, impl: Implementation, inputs: CaseInputs,
     if spec.invoke is call_once:
         out = spec.empty_outputs(inputs, params)
         return lambda: impl.fn(**inputs.tensors, **inputs.attrs, out=out)
-    return lambda: spec.call(impl.fn, inputs, params, lambda empties: dict(empties))
+    return lambda: spec.call(impl.fn, inputs, params, keep)
+
+
+class _Aliased:
+    """An allocator that takes the empties as they are, except the outputs an in-place
+    implementation writes into an input (Implementation.in_place): those are the input's
+    tensor of this call."""
+
+    def __init__(self, aliases: Mapping[str, str]):
+        self.aliases = aliases
+
+    def __call__(self, empties: Mapping[str, torch.Tensor], inputs=None) -> dict:
+        out = dict(empties)
+        for name, source in self.aliases.items():
+            out[name] = inputs.tensors[source]
+        return out
 
 
 def _not_run(row: ResultRow, impl: Implementation, case: Case, opts: RunOptions) -> bool:
@@ -238,11 +257,16 @@ class _Outputs:
     implementation that put its own tensor into `out` (or deleted one) instead of writing
     the one it was given is caught, and the given ones are what gets checked."""
 
-    def __init__(self):
+    def __init__(self, aliases: Optional[Mapping[str, str]] = None):
         self.given: list[tuple[dict, dict]] = []  # (the dict handed out, its tensors)
+        self.aliases = dict(aliases or {})
 
-    def __call__(self, empties: Mapping[str, torch.Tensor]) -> dict:
-        out = {k: poison_(v) for k, v in empties.items()}
+    def __call__(self, empties: Mapping[str, torch.Tensor], inputs=None) -> dict:
+        out = {k: poison_(v) for k, v in empties.items() if k not in self.aliases}
+        # an in-place implementation's output is the (fresh copy of the) input it
+        # overwrites: read first, so never poisoned
+        if self.aliases:
+            out.update({k: inputs.tensors[src] for k, src in self.aliases.items()})
         self.given.append((out, dict(out)))
         return out
 
@@ -262,13 +286,16 @@ def _handed(v) -> list:
     return [(id(t), t.data_ptr()) for t in tensor_list(v)]
 
 
-def _call(spec: OpSpec, fn, inputs: CaseInputs, params: Mapping) -> tuple[dict, list]:
+def _call(spec: OpSpec, fn, inputs: CaseInputs, params: Mapping,
+          in_place: Optional[Mapping[str, str]] = None) -> tuple[dict, list]:
     """One call into fresh poisoned outputs and fresh copies of the inputs it updates in
     place: (outputs, names the implementation replaced). The updated copies are outputs of
     their input's name; a list element replaced or a tensor given new storage (`p.data =
-    ...`) is a replacement, and the tensors handed out are what gets checked."""
-    alloc = _Outputs()
-    given = fresh_inputs(spec, inputs)
+    ...`) is a replacement, and the tensors handed out are what gets checked. `in_place`:
+    the implementation's outputs written into inputs (Implementation.in_place)."""
+    in_place = dict(in_place or {})
+    alloc = _Outputs(in_place)
+    given = fresh_inputs(spec, inputs, also=in_place.values())
     handed = {k: _handed(given.tensors[k]) for k in spec.mutates}
     orig = {k: tensor_list(given.tensors[k]) for k in spec.mutates}
     out = spec.call(fn, given, params, alloc)
@@ -340,13 +367,13 @@ def _check(row: ResultRow, ctx: CaseContext, impl: Implementation,
         torch.cuda.reset_peak_memory_stats(dev)
         base_mem = torch.cuda.memory_allocated(dev)
     stage.now = "being called"
-    first, replaced = _call(spec, impl.fn, ctx.inputs, case.params)
+    first, replaced = _call(spec, impl.fn, ctx.inputs, case.params, impl.in_place)
     _sync(dev)
     if dev.type == "cuda":
         row.peak_mem_bytes = torch.cuda.max_memory_allocated(dev) - base_mem
     repeats = []
     for _ in range(opts.repeats - 1):
-        out, again = _call(spec, impl.fn, ctx.inputs, case.params)
+        out, again = _call(spec, impl.fn, ctx.inputs, case.params, impl.in_place)
         repeats.append(out)
         replaced = sorted(set(replaced) | set(again))
     _sync(dev)

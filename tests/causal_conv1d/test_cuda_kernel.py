@@ -18,7 +18,8 @@ def _impl():
 
 
 def _call(inputs, params):
-    return SPEC.call(_impl().fn, inputs, params, lambda e: {k: poison_(v) for k, v in e.items()})
+    return SPEC.call(_impl().fn, inputs, params,
+                     lambda e, inputs=None: {k: poison_(v) for k, v in e.items()})
 
 
 @pytest.mark.parametrize("layout", ["channel_first", "channel_last"])

@@ -74,7 +74,7 @@ def test_a_shifted_case_scores_position_t_against_token_t_plus_1():
                                 z_loss=0.0, softcap=0.0, shift=True, seq_len=3,
                                 accumulation=1, normalize="global_tokens"))
     p = params(batch=2, seq=3, vocab=V, reduction="none", shift=True, dtype="float32")
-    out = SPEC.call(impl("torch_ref").fn, inputs, p, lambda e: dict(e))
+    out = SPEC.call(impl("torch_ref").fn, inputs, p, lambda e, inputs=None: dict(e))
     assert out["loss"].max().item() < 1e-12  # right next-token predictions everywhere
     assert not out["dlogits"][[2, 5]].any()  # the last positions are ignored
     want = SPEC.golden(x.double(), ids, torch.ones(6, dtype=torch.float64),
@@ -88,16 +88,16 @@ def test_global_tokens_accumulation_equals_the_whole_batch_mean(name):
                dtype="float32")
     inputs = SPEC.make_inputs(p, 7, CPU)
     fn = impl(name).fn
-    whole = SPEC.call(fn, inputs, p, lambda e: dict(e))
+    whole = SPEC.call(fn, inputs, p, lambda e, inputs=None: dict(e))
     acc_p = dict(p, accumulation=2)
     acc_inputs = op.CaseInputs(inputs.tensors, dict(inputs.attrs, accumulation=2))
-    acc = SPEC.call(fn, acc_inputs, acc_p, lambda e: dict(e))
+    acc = SPEC.call(fn, acc_inputs, acc_p, lambda e, inputs=None: dict(e))
     torch.testing.assert_close(acc["loss"], whole["loss"], rtol=1e-6, atol=0)
     torch.testing.assert_close(acc["dlogits"], whole["dlogits"], rtol=1e-5, atol=1e-9)
     bug_p = dict(acc_p, normalize="micro_batch")
     bug = SPEC.call(fn, op.CaseInputs(inputs.tensors, dict(acc_inputs.attrs,
                                                            normalize="micro_batch")),
-                    bug_p, lambda e: dict(e))
+                    bug_p, lambda e, inputs=None: dict(e))
     assert abs(bug["loss"].item() - whole["loss"].item()) > 1e-3  # unequal counts
 
 
