@@ -1,0 +1,35 @@
+"""This project's CUDA cross entropy, forward and backward in one call
+(csrc/cross_entropy.cu): one block per row reads the logits for an online max and sum,
+then again (in reverse, the part still in L2 first) to write dlogits; fp32 arithmetic,
+one rounding at the store. The shift is its own entry point (position t scored against
+the label of t + 1 in the kernel, no shifted copy of the targets); the non-ignored count
+and the loss's sum are kernels on the device, in a fixed order: no atomics, no host sync,
+bitwise reproducible. Built on first use by kernels/cuda_build.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from kernels.cuda_build import load_extension
+from suite.registry import implementation
+
+CSRC = Path(__file__).resolve().parent / "csrc"
+SOURCES = [CSRC / "cross_entropy_binding.cpp", CSRC / "cross_entropy.cu"]
+
+
+def extension():
+    return load_extension("bwd_suite_cross_entropy", SOURCES)
+
+
+@implementation("cross_entropy", "cuda", kind="ours", devices=("cuda",), deterministic=True,
+                enabled=torch.cuda.is_available(),
+                disabled_reason="" if torch.cuda.is_available() else "no CUDA device here",
+                build=extension)
+def cuda(*, logits, targets, grad_loss, ignore_index, label_smoothing, reduction, z_loss,
+         softcap, shift, seq_len, out):
+    """CUDA kernel: one read pass for max and sum, one for dlogits; count and sum on device"""
+    extension().fwd_bwd(logits, targets, grad_loss, out["loss"], out["dlogits"], ignore_index,
+                        label_smoothing, reduction, z_loss, softcap, shift, seq_len)
