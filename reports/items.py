@@ -104,9 +104,9 @@ COLUMNS = ("run_id", "run_started", "device_name", "op", "case_id", "case_group"
            "diagnosis_cause", "determinism", "det_spread", "time_samples_s",
            "time_median_s", "time_iqr_s", "bytes", "gbps", "copy_gbps", "frac_copy_bw",
            "frac_same_copy", "same_copy_s", "arith_intensity", "bound", "wall_median_ms",
-           "launches", "stats_json")
+           "launches", "stats_json", "peak_mem_bytes")
 # columns a frame may lack (rows built by hand, not read through suite.results): null
-OPTIONAL = ("wall_median_ms", "launches", "stats_json")
+OPTIONAL = ("wall_median_ms", "launches", "stats_json", "peak_mem_bytes")
 
 
 def _case_ranks(rows: pd.DataFrame) -> pd.Series:

@@ -33,6 +33,7 @@ class Row:
     noisy: bool
     wall: fmt.Num  # milliseconds, host time of a call until the device finished it
     launches: fmt.Num
+    temp: fmt.Num  # bytes the implementation allocated beyond its inputs and outputs
     n_samples: fmt.Num
     gbps: fmt.Num
     frac_copy_bw: fmt.Num
@@ -54,7 +55,8 @@ class OpRoofline:
 
 COLUMNS = ["case_id", "case_group", "impl", "anchor", "verdict", "time_samples_s",
            "time_median_s", "time_iqr_s", "bytes", "gbps", "frac_copy_bw", "frac_same_copy",
-           "same_copy_s", "arith_intensity", "bound", "wall_median_ms", "launches"]
+           "same_copy_s", "arith_intensity", "bound", "wall_median_ms", "launches",
+           "peak_mem_bytes"]
 
 
 def _n(samples) -> Optional[int]:
@@ -92,7 +94,7 @@ def build(items: Items, colors: Optional[dict] = None) -> tuple:
                 bytes=fmt.nbytes(r.bytes), median=fmt.seconds(med), iqr=fmt.seconds(iqr),
                 noisy=bool(med and iqr is not None and iqr / med > NOISY_IQR),
                 wall=fmt.millis(r.wall_median_ms), launches=fmt.count(r.launches),
-                n_samples=fmt.count(_n(r.time_samples_s)), gbps=fmt.rate(r.gbps),
+                temp=fmt.nbytes(r.peak_mem_bytes), n_samples=fmt.count(_n(r.time_samples_s)), gbps=fmt.rate(r.gbps),
                 frac_copy_bw=fmt.percent(r.frac_copy_bw),
                 frac_same_copy=fmt.percent(r.frac_same_copy),
                 arith_intensity=fmt.sig(r.arith_intensity),

@@ -257,9 +257,27 @@ class _Outputs:
     implementation that put its own tensor into `out` (or deleted one) instead of writing
     the one it was given is caught, and the given ones are what gets checked."""
 
-    def __init__(self, aliases: Optional[Mapping[str, str]] = None):
+    def __init__(self, aliases: Optional[Mapping[str, str]] = None,
+                 device: Optional[torch.device] = None):
         self.given: list[tuple[dict, dict]] = []  # (the dict handed out, its tensors)
         self.aliases = dict(aliases or {})
+        # CUDA: the most memory a call allocated beyond what existed when its outputs were
+        # handed out (inputs, copies, outputs): the implementation's own temporaries
+        self.device = device if device is not None and device.type == "cuda" else None
+        self._base: Optional[int] = None
+        self._peak = 0
+
+    def _close(self) -> None:
+        if self.device is not None and self._base is not None:
+            self._peak = max(self._peak, torch.cuda.max_memory_allocated(self.device) - self._base)
+
+    def temporaries(self) -> Optional[int]:
+        """Bytes the implementation allocated on top of its inputs and outputs, at most
+        (after the call has finished: synchronize first); None off CUDA."""
+        if self.device is None:
+            return None
+        self._close()
+        return self._peak
 
     def __call__(self, empties: Mapping[str, torch.Tensor], inputs=None) -> dict:
         out = {k: poison_(v) for k, v in empties.items() if k not in self.aliases}
@@ -268,6 +286,10 @@ class _Outputs:
         if self.aliases:
             out.update({k: inputs.tensors[src] for k, src in self.aliases.items()})
         self.given.append((out, dict(out)))
+        if self.device is not None:  # a micro-batch's call starts: its own peak from here
+            self._close()
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._base = torch.cuda.memory_allocated(self.device)
         return out
 
     def replaced(self) -> list[str]:
@@ -287,18 +309,25 @@ def _handed(v) -> list:
 
 
 def _call(spec: OpSpec, fn, inputs: CaseInputs, params: Mapping,
-          in_place: Optional[Mapping[str, str]] = None) -> tuple[dict, list]:
+          in_place: Optional[Mapping[str, str]] = None,
+          memory: Optional[list] = None) -> tuple[dict, list]:
     """One call into fresh poisoned outputs and fresh copies of the inputs it updates in
     place: (outputs, names the implementation replaced). The updated copies are outputs of
     their input's name; a list element replaced or a tensor given new storage (`p.data =
     ...`) is a replacement, and the tensors handed out are what gets checked. `in_place`:
     the implementation's outputs written into inputs (Implementation.in_place)."""
     in_place = dict(in_place or {})
-    alloc = _Outputs(in_place)
+    device = next((t.device for v in inputs.tensors.values() for t in tensor_list(v)), None) \
+        if memory is not None else None
+    alloc = _Outputs(in_place, device)
     given = fresh_inputs(spec, inputs, also=in_place.values())
     handed = {k: _handed(given.tensors[k]) for k in spec.mutates}
     orig = {k: tensor_list(given.tensors[k]) for k in spec.mutates}
     out = spec.call(fn, given, params, alloc)
+    if memory is not None:
+        if device is not None:
+            _sync(device)
+        memory.append(alloc.temporaries())
     replaced = alloc.replaced()
     if replaced:
         alloc.restore()
@@ -363,14 +392,11 @@ def _check(row: ResultRow, ctx: CaseContext, impl: Implementation,
     ref_errs = ctx.yardstick_errors(impls_by_name)
     before = snapshot(ctx.inputs.tensors)
     dev = opts.device
-    if dev.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(dev)
-        base_mem = torch.cuda.memory_allocated(dev)
     stage.now = "being called"
-    first, replaced = _call(spec, impl.fn, ctx.inputs, case.params, impl.in_place)
+    memory: list = []
+    first, replaced = _call(spec, impl.fn, ctx.inputs, case.params, impl.in_place, memory)
     _sync(dev)
-    if dev.type == "cuda":
-        row.peak_mem_bytes = torch.cuda.max_memory_allocated(dev) - base_mem
+    row.peak_mem_bytes = memory[0] if memory else None
     repeats = []
     for _ in range(opts.repeats - 1):
         out, again = _call(spec, impl.fn, ctx.inputs, case.params, impl.in_place)
