@@ -81,7 +81,7 @@ def render(rows: Iterable[ResultRow]) -> str:
     head = (f"{'op':<16} {'implementation':<30} {'items':>5} "
             + " ".join(f"{v:>11}" for v in VERDICTS)
             + f" {'bitwise':>8} {'dev ms':>9} {'wall ms':>9} {'launches':>9}"
-            + f" {'median GB/s':>12} {'frac copy':>10} {'same copy':>10}")
+            + f" {'temp MB':>9} {'median GB/s':>12} {'frac copy':>10} {'same copy':>10}")
     lines = [head, "-" * len(head)]
     for (op, impl), rs in sorted(groups.items()):
         if (op, impl) in idle:
@@ -95,10 +95,12 @@ def render(rows: Iterable[ResultRow]) -> str:
         bitwise = sum(r.determinism is Determinism.BITWISE for r in rs)
         dev = _median([1e3 * r.time_median_s for r in timed if r.time_median_s is not None])
         wall = _median([r.wall_median_ms for r in timed])
+        temps = [r.peak_mem_bytes for r in rs if r.peak_mem_bytes is not None]
+        temp = max(temps) / 1e6 if temps else None
         lines.append(f"{op:<16} {impl:<30} {len(rs):>5} "
                      + " ".join(f"{n:>11}" for n in counts)
                      + f" {bitwise:>8} {_fmt(dev, '9.4g')} {_fmt(wall, '9.4g')}"
-                     + f" {_span(r.launches for r in timed):>9}"
+                     + f" {_span(r.launches for r in timed):>9} {_fmt(temp, '9.4g')}"
                      + f" {_fmt(med, '12.4g')} {_fmt(frac, '10.3g')}"
                      + f" {_fmt(same, '10.3g')}")
     if idle:
@@ -127,7 +129,7 @@ def render(rows: Iterable[ResultRow]) -> str:
     lines.append("\nframe: over passing timed items, 'dev ms' is the median of their median "
                  "times, 'wall ms' of their wall times (one call until the device is done, "
                  "as a training loop waits),\n'launches' the fewest-most kernels one call "
-                 "launches (CUDA); 'frac copy' is the geometric mean of GB/s "
+                 "launches (CUDA); 'temp MB' the most memory one checked call allocated beyond its inputs and outputs (CUDA);\n'frac copy' is the geometric mean of GB/s "
                  "(compulsory bytes / median time) over the measured copy bandwidth;\n"
                  "'same copy' of the time of a device copy of the item's bytes, timed "
                  "alike, over its median (1: as fast as copying them).")

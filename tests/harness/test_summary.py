@@ -44,16 +44,16 @@ def test_summary_names_the_l2_flush():
 
 def test_summary_shows_device_and_wall_time_and_launches():
     rows = [dataclasses.replace(_row("cuda", 0.5, 0.8), time_median_s=t, wall_median_ms=w,
-                                launches=n)
-            for t, w, n in ((1e-3, 1.5, 3), (2e-3, 2.5, 5), (4e-3, 4.5, 3))]
+                                launches=n, peak_mem_bytes=m)
+            for t, w, n, m in ((1e-3, 1.5, 3, 0), (2e-3, 2.5, 5, 8_400_000), (4e-3, 4.5, 3, 10))]
     rows.append(dataclasses.replace(_row("cpu_ref", 0.2, 0.3), time_median_s=1e-2,
                                     wall_median_ms=10.0))
     lines = summary.render(rows).splitlines()
     head = lines[0].split()
-    at = head.index("ms")  # "dev ms wall ms launches" before "median GB/s"
-    assert head[at - 1:at + 4] == ["dev", "ms", "wall", "ms", "launches"]
+    at = head.index("ms")  # "dev ms wall ms launches temp MB" before "median GB/s"
+    assert head[at - 1:at + 6] == ["dev", "ms", "wall", "ms", "launches", "temp", "MB"]
     cuda = next(line for line in lines if line.split()[1:2] == ["cuda"]).split()
-    assert cuda[-6:-3] == ["2", "2.5", "3-5"]  # medians, fewest-most
+    assert cuda[-7:-3] == ["2", "2.5", "3-5", "8.4"]  # medians, fewest-most, the most MB
     cpu = next(line for line in lines if line.split()[1:2] == ["cpu_ref"]).split()
-    assert cpu[-6:-3] == ["10", "10", "-"]  # not counted off CUDA
+    assert cpu[-7:-3] == ["10", "10", "-", "-"]  # not counted off CUDA
     assert any("'launches'" in line for line in lines)
