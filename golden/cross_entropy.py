@@ -88,11 +88,20 @@ def cross_entropy(logits, targets, grad_loss, *, ignore_index=-100, label_smooth
     """{loss, dlogits} in float64: loss () for mean and sum, (N,) for none."""
     seq_len = seq_len or logits.shape[0]
     tgt = align(targets, seq_len, shift, ignore_index)
-    loss_i, grad_i = token_terms(logits, tgt, ignore_index=ignore_index,
-                                 label_smoothing=label_smoothing, z_loss=z_loss,
-                                 softcap=softcap)
     a = coefficients(tgt != ignore_index, reduction, accumulation, normalize)
-    g = grad_loss.to(torch.float64)
+    scale = grad_loss.to(torch.float64) * a  # (N,): each row's factor
+    N, V = logits.shape
+    loss_i = torch.empty(N, dtype=torch.float64, device=logits.device)
+    dlogits = torch.empty((N, V), dtype=torch.float64, device=logits.device)
+    # rows in chunks of about 2^26 elements: 16384 x 151936 logits are 20 GB in float64,
+    # and the whole-batch temporaries five times that
+    step = max(1, (1 << 26) // max(V, 1))
+    for r in range(0, N, step):
+        rows = slice(r, r + step)
+        loss_i[rows], grad = token_terms(logits[rows], tgt[rows], ignore_index=ignore_index,
+                                         label_smoothing=label_smoothing, z_loss=z_loss,
+                                         softcap=softcap)
+        torch.mul(grad, scale[rows, None], out=dlogits[rows])
     if reduction == "none":
-        return {"loss": loss_i, "dlogits": (g * a)[:, None] * grad_i}
-    return {"loss": (a * loss_i).sum(), "dlogits": (g * a)[:, None] * grad_i}
+        return {"loss": loss_i, "dlogits": dlogits}
+    return {"loss": (a * loss_i).sum(), "dlogits": dlogits}
