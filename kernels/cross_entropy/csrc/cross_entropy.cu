@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(kMaxThreads) ce_row_kernel(CrossEntropyParams 
     merge(m, s, sm_m[w], sm_s[w]);
     sx += sm_x[w];
   }
-  const float lse = m + logf(s);
+  const float lse = m + float(log(double(s)));  // once a row: the accurate log, not __logf
   const float eps = p.label_smoothing, z = p.z_loss;
   const float xy = sm_xy;
   const float loss = (1.f - eps) * (lse - xy) + eps * (lse - sx / float(V)) + z * lse * lse;
