@@ -260,7 +260,8 @@ CAUSES = (
               "(ops.cross_entropy.aligned)", requires=lambda f: f["shift"]),
     CauseSpec(C.SHIFT_CROSSES, "shift crosses sequences (the flat batch shifted)",
               "shift each sequence of seq_len labels, the last position of each ignored: "
-              "never the next sequence's first label", requires=lambda f: f["shift_multi_seq"]),
+              "never the next sequence's first label",
+              requires=lambda f: f["shift_multi_seq"]),
     CauseSpec(C.IGNORED_GRADIENT, "ignored tokens get a gradient",
               "a token whose label is ignore_index has a zero loss and a zero dlogits row",
               requires=lambda f: f["ignored"]),

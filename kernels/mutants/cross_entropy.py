@@ -33,15 +33,16 @@ from ops.cross_entropy_diagnosis import Cause
 class Bug(enum.Enum):
     MEAN_ALL_TOKENS = ("the mean divides by every token N, not by the count of non-ignored "
                        "tokens")
-    SHIFT_IGNORED = "the shift attribute is ignored: position t scored against its own label"
+    SHIFT_IGNORED = ("the shift attribute is ignored: position t scored against its own "
+                     "label")
     SHIFT_CROSSES = ("the flat batch is shifted (targets[1:]), not each sequence: the last "
                      "position of a sequence scores the next sequence's first label")
     IGNORED_GRAD = ("ignored tokens keep a gradient row (the softmax p), not 0; their loss "
                     "is 0")
     SMOOTHING_V_MINUS_1 = ("label smoothing spreads eps over the V - 1 other classes "
                            "(eps / (V - 1) each, the target none), not over all V")
-    Z_LOSS_GRAD_MISSING = ("the z-loss is in the loss but its gradient 2 z lse p is left out "
-                           "of dlogits")
+    Z_LOSS_GRAD_MISSING = ("the z-loss is in the loss but its gradient 2 z lse p is left "
+                           "out of dlogits")
     SOFTCAP_DERIVATIVE_MISSING = ("with a softcap the gradient is not multiplied by its "
                                   "derivative 1 - tanh^2(x / c)")
     EMPTY_MEAN_NAN = ("a mean over zero non-ignored tokens divides 0 by 0: NaN loss and "

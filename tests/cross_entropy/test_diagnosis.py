@@ -32,7 +32,8 @@ def run(fn, seed=5, **kw):
     p = params(**kw)
     assert SPEC.check_case(p) is None, SPEC.check_case(p)
     case = Case(op="cross_entropy", group="diag", id="cross_entropy/diag/x",
-                tags=frozenset({"ci"}), params=MappingProxyType(p), seed=seed, file="<test>")
+                tags=frozenset({"ci"}), params=MappingProxyType(p), seed=seed,
+                file="<test>")
     impl = Implementation(op="cross_entropy", name="planted", fn=fn, kind="external")
     return run_item(CaseContext(SPEC, case, OPTS), impl, None, CEIL, {})
 
