@@ -42,6 +42,7 @@ from typing import Mapping
 import torch
 
 from golden import cross_entropy as golden
+from ops.cross_entropy_diagnosis import SPEC as DIAGNOSIS
 from suite import inputs as mk
 from suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass, call_once
 from suite.params import FloatRange, IntRange, Param, ParamSet
@@ -369,4 +370,5 @@ SPEC = register_op(OpSpec(
     bytes=compulsory_bytes,
     flops=flops,
     invoke=invoke,
+    diagnosis=DIAGNOSIS,
 ))

@@ -10,6 +10,7 @@ import torch
 from kernels.causal_conv1d.tiled import Bug
 from kernels.mutants import adamw as adamw_zoo
 from kernels.mutants import causal_conv1d as conv_zoo
+from kernels.mutants import cross_entropy as ce_zoo
 from kernels.mutants import layer_norm as ln_zoo
 from kernels.mutants import softmax as sm_zoo
 from kernels.mutants.causal_conv1d import ALL
@@ -26,11 +27,12 @@ from suite.runner import CaseContext, RunOptions, run_item
 CPU = torch.device("cpu")
 CEIL = Ceilings(device_name="cpu", copy_gbps=None, copy_source="none", peak_tflops=None)
 OPTS = RunOptions(device=CPU, golden_device=CPU, repeats=1, timing=False)
-OPS = ("adamw", "causal_conv1d", "layer_norm", "softmax")
+OPS = ("adamw", "causal_conv1d", "cross_entropy", "layer_norm", "softmax")
 # per op: its zoo module, the model without a bug (to check the catching case is fair)
-ZOOS = {"adamw": adamw_zoo, "causal_conv1d": conv_zoo, "layer_norm": ln_zoo,
-        "softmax": sm_zoo}
-MIN_MUTANTS = {"adamw": 9, "causal_conv1d": 12, "layer_norm": 8, "softmax": 8}
+ZOOS = {"adamw": adamw_zoo, "causal_conv1d": conv_zoo, "cross_entropy": ce_zoo,
+        "layer_norm": ln_zoo, "softmax": sm_zoo}
+MIN_MUTANTS = {"adamw": 9, "causal_conv1d": 12, "cross_entropy": 8, "layer_norm": 8,
+               "softmax": 8}
 
 
 def _clean(op):
@@ -91,6 +93,15 @@ EXPECTED_OUTPUT = {
     "mutant_adamw_step_per_tensor": "params",
     "mutant_adamw_unscale_missing": "exp_avg",
     "mutant_adamw_amsgrad_max_unused": "master",
+    "mutant_ce_mean_all_tokens": "loss",
+    "mutant_ce_shift_ignored": "dlogits",
+    "mutant_ce_shift_crosses_sequences": "dlogits",
+    "mutant_ce_ignored_tokens_get_gradient": "dlogits",
+    "mutant_ce_smoothing_v_minus_1": "dlogits",
+    "mutant_ce_z_loss_gradient_missing": "dlogits",
+    "mutant_ce_softcap_derivative_missing": "dlogits",
+    "mutant_ce_empty_mean_nan": "loss",
+    "mutant_ce_lse_in_logits_dtype": "loss",
 }
 # the bugs issue 5 asks for, each planted by some mutant
 ISSUE_BUGS = {Bug.NO_RIGHT_HALO, Bug.HALO_IN_DWEIGHT, Bug.SILU_NO_BIAS,
