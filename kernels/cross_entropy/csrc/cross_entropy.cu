@@ -52,6 +52,15 @@ __device__ __forceinline__ void merge(float &m, float &s, float m2, float s2) {
   m = mm;
 }
 
+// c tanh(x / c) in double: under --use_fast_math tanhf is the hardware approximation
+// (about 11 bits), and the softcap's logits feed every exp of the row
+__device__ __forceinline__ double tanh_of(float x, float cap) {
+  return tanh(double(x) / double(cap));
+}
+__device__ __forceinline__ float capped(float x, float cap) {
+  return float(double(cap) * tanh_of(x, cap));
+}
+
 template <typename T, int kN, bool kCap>
 __device__ __forceinline__ void load(const T *src, float cap, float (&v)[kN]) {
   if constexpr (kN == 1) {
@@ -65,7 +74,7 @@ __device__ __forceinline__ void load(const T *src, float cap, float (&v)[kN]) {
   }
   if constexpr (kCap) {
 #pragma unroll
-    for (int j = 0; j < kN; ++j) v[j] = cap * tanhf(v[j] / cap);
+    for (int j = 0; j < kN; ++j) v[j] = capped(v[j], cap);
   }
 }
 
@@ -149,10 +158,15 @@ __global__ void __launch_bounds__(kMaxThreads) ce_row_kernel(CrossEntropyParams 
     merge(m, s, sm_m[w], sm_s[w]);
     sx += sm_x[w];
   }
-  const float lse = m + float(log(double(s)));  // once a row: the accurate log, not __logf
+  // lse = m + ls, kept apart: rounded to fp32 at |lse| ~ 200 it is 1.5e-5 off, and every
+  // p = exp(x - lse) with it; (x - m) - ls is exact near the max. The log once a row, in
+  // double (not __logf)
+  const float ls = float(log(double(s)));
+  const float lse = m + ls;
   const float eps = p.label_smoothing, z = p.z_loss;
   const float xy = sm_xy;
-  const float loss = (1.f - eps) * (lse - xy) + eps * (lse - sx / float(V)) + z * lse * lse;
+  const float loss = (1.f - eps) * ((m - xy) + ls) + eps * ((m - __fdiv_rn(sx, float(V))) + ls) +
+                     z * lse * lse;
 
   float coef;
   if (p.reduction == CeReduction::kNone) {
@@ -160,13 +174,13 @@ __global__ void __launch_bounds__(kMaxThreads) ce_row_kernel(CrossEntropyParams 
   } else if (p.reduction == CeReduction::kSum) {
     coef = *p.grad_loss;
   } else {
-    coef = *p.grad_loss / float(max(*p.count, 1));
+    coef = __fdiv_rn(*p.grad_loss, float(max(*p.count, 1)));  // IEEE, not fast-math's
   }
   if (threadIdx.x == 0) row_out[row] = in_range ? loss : NAN;
 
   // pass 2, last vectors first: dl/dx_j = coef (p_j (1 + 2 z lse) - eps / V - (1 - eps) [j == y]),
   // times 1 - tanh^2 with the softcap
-  const float pz = 1.f + 2.f * z * lse, smooth = eps / float(V), hit = 1.f - eps;
+  const float pz = 1.f + 2.f * z * lse, smooth = __fdiv_rn(eps, float(V)), hit = 1.f - eps;
   const int first = vectors - 1 - int(threadIdx.x);
   for (int i = first; i >= 0; i -= blockDim.x) {
     float v[kN], g[kN];
@@ -175,16 +189,16 @@ __global__ void __launch_bounds__(kMaxThreads) ce_row_kernel(CrossEntropyParams 
       load<T, kN, false>(x + i * kN, 0.f, raw);
 #pragma unroll
       for (int j = 0; j < kN; ++j) {
-        const float t = tanhf(raw[j] / p.softcap);
-        v[j] = p.softcap * t;
-        g[j] = 1.f - t * t;
+        const double t = tanh_of(raw[j], p.softcap);
+        v[j] = float(double(p.softcap) * t);
+        g[j] = float(1.0 - t * t);
       }
     } else {
       load<T, kN, false>(x + i * kN, 0.f, v);
     }
 #pragma unroll
     for (int j = 0; j < kN; ++j) {
-      float d = exp2f((v[j] - lse) * kLog2e) * pz - smooth;
+      float d = exp2f(((v[j] - m) - ls) * kLog2e) * pz - smooth;
       if (int64_t(i) * kN + j == y) d -= hit;
       if constexpr (kCap) d *= g[j];
       g[j] = coef * d;
