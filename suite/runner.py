@@ -280,6 +280,11 @@ class _Outputs:
         return self._peak
 
     def __call__(self, empties: Mapping[str, torch.Tensor], inputs=None) -> dict:
+        if self.aliases and isinstance(empties, dict):
+            # the empty an aliased output does not use is freed before the base is taken,
+            # or the implementation's own temporaries would hide below it
+            for k in self.aliases:
+                empties.pop(k, None)
         out = {k: poison_(v) for k, v in empties.items() if k not in self.aliases}
         # an in-place implementation's output is the (fresh copy of the) input it
         # overwrites: read first, so never poisoned

@@ -86,8 +86,16 @@ def torch_foreach(**kw):
     _step(dict(foreach=True), **kw)
 
 
+# On the H200 (torch 2.11, perf run 20261202T143428Z-12fa95) its
+# exp_avg_sq is 1.3e-5 of max|golden| off, 6x the bound, in 2% of 2^28 elements, in every
+# case it ran (fp32; 16-bit with masters); the pattern of 1 - beta2 formed in fp32, which
+# our kernel showed until it took 1 - beta from the host in double. The CPU kernel passes.
+_FUSED_KNOWN = {"cuda:adamw/one-tensor-2p28/": "exp_avg_sq off by 1.3e-5 of its largest "
+                                               "value (likely 1 - beta2 in fp32)"}
+
+
 @implementation("adamw", "torch_fused", kind="native", version=torch.__version__,
-                supports=_fused_refuses)
+                supports=_fused_refuses, known_failures=_FUSED_KNOWN)
 def torch_fused(**kw):
     """torch.optim's fused AdamW (fused=True), found_inf handed to its kernel"""
     _step(dict(fused=True), **kw)
