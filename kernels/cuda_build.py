@@ -20,6 +20,14 @@ NVCC_FLAGS = ["-O3", "-std=c++17", "--use_fast_math", "-lineinfo"]
 _built: dict[str, object] = {}
 
 
+def cuda_only() -> dict:
+    """The registration keywords of an implementation that needs a CUDA device: disabled,
+    with the reason, where there is none."""
+    here = torch.cuda.is_available()
+    return {"devices": ("cuda",), "enabled": here,
+            "disabled_reason": "" if here else "no CUDA device here"}
+
+
 def cuda_arch() -> str:
     if os.environ.get("BWD_SUITE_CUDA_ARCH"):
         return os.environ["BWD_SUITE_CUDA_ARCH"]

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
-from kernels.cuda_build import load_extension
+from kernels.cuda_build import cuda_only, load_extension
 from suite.registry import implementation
 
 CSRC = Path(__file__).resolve().parent / "csrc"
@@ -30,10 +28,9 @@ def _supports(p):
     return None
 
 
-@implementation("adamw", "cuda", kind="ours", devices=("cuda",), supports=_supports,
-                deterministic=True, enabled=torch.cuda.is_available(),
-                disabled_reason="" if torch.cuda.is_available() else "no CUDA device here",
-                build=extension)
+@implementation("adamw", "cuda", kind="ours", supports=_supports,
+                deterministic=True,
+                build=extension, **cuda_only())
 def cuda(*, params, grads, master, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, beta1, beta2,
          eps, weight_decay, step, steps, maximize, amsgrad, loss_scale, max_norm, out):
     """CUDA kernel: the whole list in one launch, unscale, skip on inf and clipping fused"""

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
-from kernels.cuda_build import load_extension
+from kernels.cuda_build import cuda_only, load_extension
 from suite.registry import implementation
 
 CSRC = Path(__file__).resolve().parent / "csrc"
@@ -37,10 +35,9 @@ def _supports(p):
     return None
 
 
-@implementation("causal_conv1d", "cuda", kind="ours", devices=("cuda",), supports=_supports,
-                deterministic=True, enabled=torch.cuda.is_available(),
-                disabled_reason="" if torch.cuda.is_available() else "no CUDA device here",
-                build=extension)
+@implementation("causal_conv1d", "cuda", kind="ours", supports=_supports,
+                deterministic=True,
+                build=extension, **cuda_only())
 def cuda(*, x, weight, bias, dout, seq_idx, initial_states, dfinal_states, activation, out):
     """CUDA kernel: fp32 math, one rounding at the store, fixed-order dweight/dbias"""
     extension().bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_states,

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
-from kernels.cuda_build import load_extension
+from kernels.cuda_build import cuda_only, load_extension
 from suite.registry import implementation
 
 CSRC = Path(__file__).resolve().parent / "csrc"
@@ -24,10 +22,8 @@ def extension():
     return load_extension("bwd_suite_cross_entropy", SOURCES)
 
 
-@implementation("cross_entropy", "cuda", kind="ours", devices=("cuda",), deterministic=True,
-                enabled=torch.cuda.is_available(),
-                disabled_reason="" if torch.cuda.is_available() else "no CUDA device here",
-                build=extension)
+@implementation("cross_entropy", "cuda", kind="ours", deterministic=True,
+                build=extension, **cuda_only())
 def cuda(*, logits, targets, grad_loss, ignore_index, label_smoothing, reduction, z_loss,
          softcap, shift, seq_len, out):
     """CUDA kernel: one read pass for max and sum, one for dlogits; count and sum on device"""

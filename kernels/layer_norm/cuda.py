@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
-from kernels.cuda_build import load_extension
+from kernels.cuda_build import cuda_only, load_extension
 from suite.registry import implementation
 
 CSRC = Path(__file__).resolve().parent / "csrc"
@@ -28,10 +26,8 @@ def extension():
     return load_extension("bwd_suite_layer_norm", SOURCES)
 
 
-@implementation("layer_norm", "cuda", kind="ours", devices=("cuda",), deterministic=True,
-                enabled=torch.cuda.is_available(),
-                disabled_reason="" if torch.cuda.is_available() else "no CUDA device here",
-                build=extension)
+@implementation("layer_norm", "cuda", kind="ours", deterministic=True,
+                build=extension, **cuda_only())
 def cuda(*, x, dy, gamma, mean, rstd, out):
     """CUDA kernel: x-hat form, one paired row reduction, fixed-order dgamma/dbeta"""
     extension().bwd(x, dy, gamma, mean, rstd, out["dx"], out.get("dgamma"), out.get("dbeta"))

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
-from kernels.cuda_build import load_extension
+from kernels.cuda_build import cuda_only, load_extension
 from kernels.layer_norm import cuda as main_kernel
 from suite.registry import implementation
 
@@ -60,11 +58,9 @@ def _register(name: str, strategy: int, deterministic: bool, doc: str):
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc
     return implementation(
-        "layer_norm", name, kind="ours", devices=("cuda",), supports=_supports,
+        "layer_norm", name, kind="ours", supports=_supports,
         known_failures=KNOWN_FAILURES.get(name, {}),
-        deterministic=deterministic, enabled=torch.cuda.is_available(),
-        disabled_reason="" if torch.cuda.is_available() else "no CUDA device here",
-        build=build)(fn)
+        deterministic=deterministic, build=build, **cuda_only())(fn)
 
 
 # module attributes too, for `--impl kernels.layer_norm.dgamma_strategies:NAME`

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
-from kernels.cuda_build import load_extension
+from kernels.cuda_build import cuda_only, load_extension
 from suite.registry import implementation
 
 CSRC = Path(__file__).resolve().parent / "csrc"
@@ -32,10 +30,9 @@ def _supports(p):
     return None
 
 
-@implementation("softmax", "cuda", kind="ours", devices=("cuda",), supports=_supports,
-                deterministic=True, enabled=torch.cuda.is_available(),
-                disabled_reason="" if torch.cuda.is_available() else "no CUDA device here",
-                build=extension)
+@implementation("softmax", "cuda", kind="ours", supports=_supports,
+                deterministic=True,
+                build=extension, **cuda_only())
 def cuda(*, y, dy, mask, scale, out):
     """CUDA kernel: fused dropout backward, fp32 row reduction, one rounding at the store"""
     extension().bwd(y, dy, mask, scale, out["dx"])
