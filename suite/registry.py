@@ -198,12 +198,15 @@ def external_implementation(spec: str, default_op: Optional[str] = None) -> Impl
 
 def select_implementations(op_name: str, names: Optional[list], include_mutants=False,
                            default_op: Optional[str] = None) -> list[Implementation]:
-    """The implementations of `op_name` named in `names` (all non-mutants when None); an
-    external one (`[OP=]module:object`) only where it is of `op_name`. `default_op` (the
-    --op) is the op of a plain callable that does not say."""
+    """The implementations of `op_name` named in `names` (when None: the project's own, all
+    but mutants, and no "external" one a module outside kernels/ and ops/ registered by
+    being imported: those run when named); an external one (`[OP=]module:object`) only
+    where it is of `op_name`. `default_op` (the --op) is the op of a plain callable that
+    does not say."""
     known = {i.name: i for i in implementations(op_name)}
     if not names:
-        return [i for i in known.values() if include_mutants or i.kind != "mutant"]
+        return [i for i in known.values()
+                if (include_mutants or i.kind != "mutant") and i.kind != "external"]
     chosen = []
     for n in names:
         if ":" in n:

@@ -94,3 +94,13 @@ def test_resolvable():
     assert not by_name.origin and not registry.resolvable(by_name)  # not under kernels/
     local = registry.Implementation(op="softmax", name="torch_ref", fn=registered.fn)
     assert not registry.resolvable(local)  # not the registered object
+
+
+def test_an_imported_external_implementation_runs_only_when_named():
+    """tests.helpers registers external implementations when imported; a run without
+    --impl must not pick them up (its workers could not find them), --impl still can."""
+    import tests.helpers  # noqa: F401 - registers tests_known_bad
+    assert "tests_known_bad" not in {
+        i.name for i in registry.select_implementations("causal_conv1d", None)}
+    assert [i.name for i in registry.select_implementations(
+        "causal_conv1d", ["tests_known_bad"])] == ["tests_known_bad"]
