@@ -231,12 +231,11 @@ class _Aliased:
     tensor of this call."""
 
     def __init__(self, aliases: Mapping[str, str]):
-        self.aliases = aliases
+        self.aliases = dict(aliases)
 
     def __call__(self, empties: Mapping[str, torch.Tensor], inputs=None) -> dict:
         out = dict(empties)
-        for name, source in self.aliases.items():
-            out[name] = inputs.tensors[source]
+        out.update({name: inputs.tensors[src] for name, src in self.aliases.items()})
         return out
 
 
@@ -252,15 +251,15 @@ def _not_run(row: ResultRow, impl: Implementation, case: Case, opts: RunOptions)
     return row.verdict is not None
 
 
-class _Outputs:
+class _Outputs(_Aliased):
     """The allocator handed to `OpSpec.call`: NaN-poisoned outputs, remembered, so that an
     implementation that put its own tensor into `out` (or deleted one) instead of writing
     the one it was given is caught, and the given ones are what gets checked."""
 
     def __init__(self, aliases: Optional[Mapping[str, str]] = None,
                  device: Optional[torch.device] = None):
+        super().__init__(aliases or {})
         self.given: list[tuple[dict, dict]] = []  # (the dict handed out, its tensors)
-        self.aliases = dict(aliases or {})
         # CUDA: the most memory a call allocated beyond what existed when its outputs were
         # handed out (inputs, copies, outputs): the implementation's own temporaries
         self.device = device if device is not None and device.type == "cuda" else None
@@ -285,11 +284,10 @@ class _Outputs:
             # or the implementation's own temporaries would hide below it
             for k in self.aliases:
                 empties.pop(k, None)
-        out = {k: poison_(v) for k, v in empties.items() if k not in self.aliases}
         # an in-place implementation's output is the (fresh copy of the) input it
         # overwrites: read first, so never poisoned
-        if self.aliases:
-            out.update({k: inputs.tensors[src] for k, src in self.aliases.items()})
+        out = super().__call__({k: poison_(v) for k, v in empties.items()
+                                if k not in self.aliases}, inputs)
         self.given.append((out, dict(out)))
         if self.device is not None:  # a micro-batch's call starts: its own peak from here
             self._close()
@@ -314,25 +312,18 @@ def _handed(v) -> list:
 
 
 def _call(spec: OpSpec, fn, inputs: CaseInputs, params: Mapping,
-          in_place: Optional[Mapping[str, str]] = None,
-          memory: Optional[list] = None) -> tuple[dict, list]:
+          alloc: Optional[_Outputs] = None) -> tuple[dict, list]:
     """One call into fresh poisoned outputs and fresh copies of the inputs it updates in
     place: (outputs, names the implementation replaced). The updated copies are outputs of
     their input's name; a list element replaced or a tensor given new storage (`p.data =
-    ...`) is a replacement, and the tensors handed out are what gets checked. `in_place`:
-    the implementation's outputs written into inputs (Implementation.in_place)."""
-    in_place = dict(in_place or {})
-    device = next((t.device for v in inputs.tensors.values() for t in tensor_list(v)), None) \
-        if memory is not None else None
-    alloc = _Outputs(in_place, device)
-    given = fresh_inputs(spec, inputs, also=in_place.values())
+    ...`) is a replacement, and the tensors handed out are what gets checked. `alloc`:
+    the allocator (its aliases: the implementation's outputs written into inputs, and
+    what it measures); a plain one by default."""
+    alloc = alloc if alloc is not None else _Outputs()
+    given = fresh_inputs(spec, inputs, also=alloc.aliases.values())
     handed = {k: _handed(given.tensors[k]) for k in spec.mutates}
     orig = {k: tensor_list(given.tensors[k]) for k in spec.mutates}
     out = spec.call(fn, given, params, alloc)
-    if memory is not None:
-        if device is not None:
-            _sync(device)
-        memory.append(alloc.temporaries())
     replaced = alloc.replaced()
     if replaced:
         alloc.restore()
@@ -398,13 +389,13 @@ def _check(row: ResultRow, ctx: CaseContext, impl: Implementation,
     before = snapshot(ctx.inputs.tensors)
     dev = opts.device
     stage.now = "being called"
-    memory: list = []
-    first, replaced = _call(spec, impl.fn, ctx.inputs, case.params, impl.in_place, memory)
+    alloc = _Outputs(impl.in_place, dev)
+    first, replaced = _call(spec, impl.fn, ctx.inputs, case.params, alloc)
     _sync(dev)
-    row.peak_mem_bytes = memory[0] if memory else None
+    row.peak_mem_bytes = alloc.temporaries()
     repeats = []
     for _ in range(opts.repeats - 1):
-        out, again = _call(spec, impl.fn, ctx.inputs, case.params, impl.in_place)
+        out, again = _call(spec, impl.fn, ctx.inputs, case.params, _Outputs(impl.in_place))
         repeats.append(out)
         replaced = sorted(set(replaced) | set(again))
     _sync(dev)
@@ -516,8 +507,8 @@ def _diagnose(row: ResultRow, ctx: CaseContext, outputs: Mapping, checks: list) 
     if spec.diagnosis is None or not any(c.failure for c in checks):
         return
     try:
-        found = diagnose_item(spec.diagnosis, ctx.case.params, ctx.float64_inputs(), ctx.inputs.attrs,
-                              ctx.golden, outputs, checks)
+        found = diagnose_item(spec.diagnosis, ctx.case.params, ctx.float64_inputs(),
+                              ctx.inputs.attrs, ctx.golden, outputs, checks)
     except Exception as e:  # noqa: BLE001 - a diagnosis bug must not lose the verdict
         row.diagnosis = f"diagnosis failed: {type(e).__name__}: {e}"
         return

@@ -129,7 +129,8 @@ def render(rows: Iterable[ResultRow]) -> str:
     lines.append("\nframe: over passing timed items, 'dev ms' is the median of their median "
                  "times, 'wall ms' of their wall times (one call until the device is done, "
                  "as a training loop waits),\n'launches' the fewest-most kernels one call "
-                 "launches (CUDA); 'temp MB' the most memory one checked call allocated beyond its inputs and outputs (CUDA);\n'frac copy' is the geometric mean of GB/s "
+                 "launches (CUDA); 'temp MB' the most memory one checked call allocated beyond "
+                 "its inputs and outputs (CUDA);\n'frac copy' is the geometric mean of GB/s "
                  "(compulsory bytes / median time) over the measured copy bandwidth;\n"
                  "'same copy' of the time of a device copy of the item's bytes, timed "
                  "alike, over its median (1: as fast as copying them).")

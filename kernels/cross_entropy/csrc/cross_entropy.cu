@@ -27,20 +27,27 @@ __device__ __forceinline__ int64_t target_of(const CrossEntropyParams &p, int64_
   return p.targets[row + 1];
 }
 
-// Non-ignored targets, counted by one block in a fixed order (an integer sum).
+// The sum of every thread's v over one block, in a fixed order (a butterfly per warp, the
+// warps' partials in order), valid in thread 0.
+template <typename T>
+__device__ __forceinline__ T block_sum(T v) {
+  __shared__ T part[kMaxThreads / 32];
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+  __syncthreads();
+  T total = T(0);
+  if (threadIdx.x == 0)
+    for (int w = 0; w < int(blockDim.x >> 5); ++w) total += part[w];
+  return total;
+}
+
+// Non-ignored targets, counted by one block (an integer sum).
 __global__ void __launch_bounds__(kMaxThreads) ce_count_kernel(CrossEntropyParams p) {
-  __shared__ int part[kMaxThreads / 32];
   int c = 0;
   for (int64_t i = threadIdx.x; i < p.rows; i += blockDim.x) c += target_of(p, i) != p.ignore_index;
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) c += __shfl_xor_sync(0xffffffffu, c, off);
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = c;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int total = 0;
-    for (int w = 0; w < int(blockDim.x >> 5); ++w) total += part[w];
-    *p.count = total;
-  }
+  const int total = block_sum(c);
+  if (threadIdx.x == 0) *p.count = total;
 }
 
 // (max, sum of exp(x - max)) pairs merged; commutative, so a butterfly leaves the same
@@ -210,16 +217,10 @@ __global__ void __launch_bounds__(kMaxThreads) ce_row_kernel(CrossEntropyParams 
 // The loss of a mean or sum: the per-token losses summed by one block in a fixed order,
 // in double, divided by the non-ignored count for a mean.
 __global__ void __launch_bounds__(kMaxThreads) ce_loss_kernel(CrossEntropyParams p) {
-  __shared__ double part[kMaxThreads / 32];
   double acc = 0.0;
   for (int64_t i = threadIdx.x; i < p.rows; i += blockDim.x) acc += double(p.row_loss[i]);
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
-  __syncthreads();
+  double total = block_sum(acc);
   if (threadIdx.x == 0) {
-    double total = 0.0;
-    for (int w = 0; w < int(blockDim.x >> 5); ++w) total += part[w];
     if (p.reduction == CeReduction::kMean) total /= double(max(*p.count, 1));
     *p.loss = float(total);
   }
