@@ -82,8 +82,15 @@ def is_poison(t: torch.Tensor) -> torch.Tensor:
 
 def perturbed(t: torch.Tensor, rel: float, gen: torch.Generator) -> torch.Tensor:
     """t * (1 + rel * u), u uniform in [-1, 1]: one rounding's worth of noise."""
-    u = torch.rand(t.shape, generator=gen, dtype=torch.float64).to(t.device) * 2 - 1
-    return t * (1 + rel * u)
+    if t.device.type == "cpu":
+        u = torch.rand(t.shape, generator=gen, dtype=torch.float64)
+    else:
+        # drawn where t lives (seeded from gen): a CPU draw of GBs of logits took minutes
+        seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+        u = torch.rand(t.shape, dtype=torch.float64, device=t.device,
+                       generator=torch.Generator(t.device).manual_seed(seed))
+    # in place on u: one float64 temporary beside t, not three
+    return u.mul_(2).sub_(1).mul_(rel).add_(1).mul_(t)
 
 
 def upstream(noise: torch.Tensor, y: Optional[torch.Tensor], a: float, b: float,

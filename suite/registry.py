@@ -71,13 +71,15 @@ class Implementation:
 
     def known_failure(self, case_id: str, device: Optional[str] = None) -> Optional[str]:
         """Why this implementation is expected to fail `case_id` on `device` (a device type),
-        or None. A pattern `cpu:substring` (or `cuda:...`) holds on that device only."""
+        or None. A pattern `cpu:substring` (or `cuda:...`) holds on that device only; one
+        ending in `$` must end the id (a case whose id others extend)."""
         for pattern, why in self.known_failures.items():
             where, sep, text = pattern.partition(":")
-            if sep and where in DEVICE_TYPES:
-                if device == where and text in case_id:
-                    return why
-            elif pattern in case_id:
+            if not (sep and where in DEVICE_TYPES):
+                text = pattern
+            elif device != where:
+                continue
+            if case_id.endswith(text[:-1]) if text.endswith("$") else text in case_id:
                 return why
         return None
 

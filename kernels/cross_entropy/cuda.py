@@ -15,7 +15,8 @@ from kernels.cuda_build import cuda_only, load_extension
 from suite.registry import implementation
 
 CSRC = Path(__file__).resolve().parent / "csrc"
-SOURCES = [CSRC / "cross_entropy_binding.cpp", CSRC / "cross_entropy.cu"]
+SOURCES = [CSRC / "cross_entropy_binding.cpp", CSRC / "cross_entropy.cu",
+           CSRC / "cross_entropy_resident.cu"]
 
 
 def extension():

@@ -47,3 +47,16 @@ def test_a_device_prefix_limits_a_known_failure_to_that_device():
     assert impl.known_failure("softmax/big/R1-N9", "cuda") is None
     assert impl.known_failure("softmax/big/R1-N9") is None
     assert impl.known_failure("softmax/odd/R1-N9", "cuda") == "both"
+
+
+def test_a_trailing_dollar_ends_the_case_id():
+    """`id$` declares the one case whose id others extend (`-zero`, `-ams` suffixes),
+    with or without a device prefix."""
+    impl = registry.Implementation(
+        op="adamw", name="x", fn=lambda **kw: None,
+        known_failures={"cuda:adamw/f/n7-fp32$": "cuda only", "adamw/g/n7$": "anywhere"})
+    assert impl.known_failure("adamw/f/n7-fp32", "cuda") == "cuda only"
+    assert impl.known_failure("adamw/f/n7-fp32-zero", "cuda") is None
+    assert impl.known_failure("adamw/f/n7-fp32", "cpu") is None
+    assert impl.known_failure("adamw/g/n7", "cpu") == "anywhere"
+    assert impl.known_failure("adamw/g/n71", "cpu") is None

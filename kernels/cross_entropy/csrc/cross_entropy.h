@@ -31,3 +31,11 @@ struct CrossEntropyParams {
 
 // Launches (count for a mean, rows, loss reduction for a mean or sum) on `stream`.
 cudaError_t cross_entropy_launch(const CrossEntropyParams &p, cudaStream_t stream);
+
+// The rows kernel that reads each row once, holding it in shared memory (split over a
+// cluster of CTAs when long; cross_entropy_resident.cu), for rows of 16-byte vectors:
+// cudaErrorNotSupported where the row does not fit or the device has no clusters, and
+// the caller streams the row instead. after_count: launched as a programmatic dependent
+// of the count kernel.
+cudaError_t ce_resident_launch(const CrossEntropyParams &p, bool after_count,
+                               cudaStream_t stream);

@@ -1,0 +1,165 @@
+// The per-row arithmetic both cross-entropy row kernels share (cross_entropy.cu streams a
+// row twice, cross_entropy_resident.cu holds it in shared memory): the target after the
+// shift, (max, sum of exp) partials and their fixed-order merge, the softcap, 16-byte
+// element vectors, and the loss and gradient of one row from its statistics.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "../../common/csrc/convert.cuh"
+#include "cross_entropy.h"
+
+namespace ce {
+
+constexpr int kMaxThreads = 1024;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// The target row `row` is scored against (the shift: the next position's label within
+// its sequence, ignore_index at a sequence's last position).
+__device__ __forceinline__ int64_t target_of(const CrossEntropyParams &p, int64_t row) {
+  if (!p.shift) return p.targets[row];
+  if ((row + 1) % p.seq_len == 0) return p.ignore_index;
+  return p.targets[row + 1];
+}
+
+// (max, sum of exp(x - max)) pairs merged; commutative, so a butterfly leaves the same
+// bits in every lane.
+__device__ __forceinline__ void merge(float &m, float &s, float m2, float s2) {
+  const float mm = fmaxf(m, m2);
+  if (mm == -INFINITY) return;  // both empty
+  s = s * exp2f((m - mm) * kLog2e) + s2 * exp2f((m2 - mm) * kLog2e);
+  m = mm;
+}
+
+// A row's partial statistics: max, sum of exp(x - max), sum of x (label smoothing).
+struct Partial {
+  float m = -INFINITY, s = 0.f, sx = 0.f;
+};
+
+// The block's partials merged in a fixed order (an xor butterfly per warp, then the warps
+// in order), in every thread: the same bits everywhere, run after run.
+__device__ __forceinline__ Partial block_merge(Partial a) {
+  __shared__ float sm_m[kMaxThreads / 32], sm_s[kMaxThreads / 32], sm_x[kMaxThreads / 32];
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    merge(a.m, a.s, __shfl_xor_sync(0xffffffffu, a.m, off),
+          __shfl_xor_sync(0xffffffffu, a.s, off));
+    a.sx += __shfl_xor_sync(0xffffffffu, a.sx, off);
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  if (lane == 0) {
+    sm_m[warp] = a.m;
+    sm_s[warp] = a.s;
+    sm_x[warp] = a.sx;
+  }
+  __syncthreads();
+  Partial r{sm_m[0], sm_s[0], sm_x[0]};
+  for (int w = 1; w < warps; ++w) {
+    merge(r.m, r.s, sm_m[w], sm_s[w]);
+    r.sx += sm_x[w];
+  }
+  return r;
+}
+
+// c tanh(x / c) in double: under --use_fast_math tanhf is the hardware approximation
+// (about 11 bits), and the softcap's logits feed every exp of the row
+__device__ __forceinline__ double tanh_of(float x, float cap) {
+  return tanh(double(x) / double(cap));
+}
+__device__ __forceinline__ float capped(float x, float cap) {
+  return float(double(cap) * tanh_of(x, cap));
+}
+
+// kN elements from one 16-byte vector (kN == 1: one element), in fp32.
+template <typename T, int kN>
+__device__ __forceinline__ void unpack(const uint4 &raw, float (&v)[kN]) {
+  const T *e = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+  for (int j = 0; j < kN; ++j) v[j] = to_f(e[j]);
+}
+
+template <typename T, int kN>
+__device__ __forceinline__ uint4 pack(const float (&g)[kN]) {
+  uint4 raw;
+  T *e = reinterpret_cast<T *>(&raw);
+#pragma unroll
+  for (int j = 0; j < kN; ++j) e[j] = from_f<T>(g[j]);
+  return raw;
+}
+
+// The softcap applied to kN raw logits, in place.
+template <int kN>
+__device__ __forceinline__ void cap_all(float (&v)[kN], float cap) {
+#pragma unroll
+  for (int j = 0; j < kN; ++j) v[j] = capped(v[j], cap);
+}
+
+// A thread's partial over kN more (capped) logits: its max first, so one exp an element.
+template <int kN>
+__device__ __forceinline__ void accumulate(Partial &a, const float (&v)[kN]) {
+  float lm = v[0];
+#pragma unroll
+  for (int j = 1; j < kN; ++j) lm = fmaxf(lm, v[j]);
+  if (lm > a.m) {
+    a.s = a.m == -INFINITY ? 0.f : a.s * exp2f((a.m - lm) * kLog2e);
+    a.m = lm;
+  }
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+    a.s += exp2f((v[j] - a.m) * kLog2e);
+    a.sx += v[j];
+  }
+}
+
+// What the gradient pass of a row needs, from the row's merged statistics.
+struct RowGrad {
+  float m, ls;  // lse = m + ls, kept apart: (x - m) - ls is exact near the max
+  float pz;     // 1 + 2 z lse (the z-loss)
+  float smooth, hit, coef;
+};
+
+// The row's loss (fp32; NaN for a target outside [0, V)) and its gradient terms. xy: the
+// target's (capped) logit. The mean's coefficient reads the non-ignored count, which a
+// kernel before this one writes: callers launched as its dependents wait first.
+__device__ __forceinline__ RowGrad row_grad(const CrossEntropyParams &p, int64_t row,
+                                            const Partial &a, float xy, bool in_range,
+                                            float *loss) {
+  // the log once a row, in double (not __logf)
+  const float ls = float(log(double(a.s)));
+  const float lse = a.m + ls;
+  const float eps = p.label_smoothing, z = p.z_loss;
+  const float V = float(p.vocab);
+  *loss = in_range ? (1.f - eps) * ((a.m - xy) + ls) +
+                         eps * ((a.m - __fdiv_rn(a.sx, V)) + ls) + z * lse * lse
+                   : NAN;
+  float coef;
+  if (p.reduction == CeReduction::kNone) coef = p.grad_loss[row];
+  else if (p.reduction == CeReduction::kSum) coef = *p.grad_loss;
+  else coef = __fdiv_rn(*p.grad_loss, float(max(*p.count, 1)));  // IEEE, not fast-math's
+  return {a.m, ls, 1.f + 2.f * z * lse, __fdiv_rn(eps, V), 1.f - eps, coef};
+}
+
+// dl/dx_j = coef (p_j (1 + 2 z lse) - eps / V - (1 - eps) [j == y]), times 1 - tanh^2
+// with the softcap, for kN logits from column c0. raw: as stored (before the cap).
+template <int kN, bool kCap>
+__device__ __forceinline__ void grad_of(const RowGrad &r, const float (&raw)[kN], int64_t c0,
+                                        int64_t y, float cap, float (&g)[kN]) {
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+    float v = raw[j], dcap = 1.f;
+    if constexpr (kCap) {
+      const double t = tanh_of(raw[j], cap);
+      v = float(double(cap) * t);
+      dcap = float(1.0 - t * t);
+    }
+    float d = exp2f(((v - r.m) - r.ls) * kLog2e) * r.pz - r.smooth;
+    if (c0 + j == y) d -= r.hit;
+    if constexpr (kCap) d *= dcap;
+    g[j] = r.coef * d;
+  }
+}
+
+}  // namespace ce
