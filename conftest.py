@@ -5,11 +5,13 @@ Options (group "bwd-suite") pick the profile, op, implementations and device; th
 checked once, in pytest_configure, and a bad one is a single usage error (exit 4). An item
 fails with the verdict's reason, the diagnosis and the commands that rerun it alone; an
 implementation that cannot run the case (GPU-only on a CPU, an undeclared feature) is
-skipped with the reason.
+skipped with the reason. Under pytest-xdist on a machine of several GPUs each worker is
+pinned to one GPU (docs/multi-gpu.md).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from pathlib import Path
@@ -54,15 +56,22 @@ def pytest_configure(config):
     config.stash[_SELECTION] = _Selection(config)
 
 
-def _xdist_gpu(config):
-    """Under pytest-xdist on a machine of several GPUs, worker gwN's GPU: cuda:(N mod the
-    GPU count), so that `-n <GPUs>` puts one worker on each; None otherwise (the default
-    device)."""
-    worker = getattr(config, "workerinput", {}).get("workerid", "")
-    if not worker.startswith("gw") or not torch.cuda.is_available():
-        return None
-    count = torch.cuda.device_count()
-    return f"cuda:{int(worker[2:]) % count}" if count > 1 else None
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config, specs):
+    """pytest-xdist on a machine of several GPUs: worker gwK gets CUDA_VISIBLE_DEVICES of
+    GPU K mod the GPU count in its environment, set before the worker process imports
+    anything, so `-n <GPUs>` puts one worker on each and each sees its GPU as cuda:0. Not
+    with --suite-device (every worker on that device), nor for a --tx spec that sets the
+    variable itself."""
+    from suite.gpus import visible_count, xdist_gpu
+
+    if config.getoption("--suite-device") is not None:
+        return
+    count, visible = visible_count(), os.environ.get("CUDA_VISIBLE_DEVICES")
+    for spec in specs:
+        gpu = xdist_gpu(spec.id or "", count, visible)
+        if gpu is not None and "CUDA_VISIBLE_DEVICES" not in spec.env:
+            spec.env["CUDA_VISIBLE_DEVICES"] = gpu
 
 
 def _usage_error(e: SuiteInputError) -> pytest.UsageError:
@@ -84,8 +93,7 @@ class _Selection:
         try:
             if self.repeats is not None and self.repeats < 1:
                 raise SuiteInputError("--suite-repeats", f"must be at least 1, got {self.repeats}")
-            self.device = parse_device(given["--suite-device"] or _xdist_gpu(config),
-                                       "--suite-device")
+            self.device = parse_device(given["--suite-device"], "--suite-device")
             self.profile = cases_mod.profile_names(
                 given["--suite-profile"] or ("gpu" if self.device.type == "cuda" else "ci"),
                 "--suite-profile")

@@ -113,17 +113,34 @@ def test_failure_names_the_equivalent_suite_run(failure):
 
 
 def test_xdist_workers_take_one_gpu_each(monkeypatch):
-    """gwN -> cuda:(N mod GPUs) on a machine of several GPUs; nothing on one GPU or a CPU."""
+    """gwK gets CUDA_VISIBLE_DEVICES of GPU K mod the GPU count in its environment, before
+    it starts; nothing on one GPU, with --suite-device, or where its --tx spec sets it."""
     import types
 
-    import conftest
+    import execnet
 
-    config = types.SimpleNamespace(workerinput={"workerid": "gw5"})
-    monkeypatch.setattr(conftest.torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(conftest.torch.cuda, "device_count", lambda: 4)
-    assert conftest._xdist_gpu(config) == "cuda:1"
-    monkeypatch.setattr(conftest.torch.cuda, "device_count", lambda: 1)
-    assert conftest._xdist_gpu(config) is None
-    assert conftest._xdist_gpu(types.SimpleNamespace()) is None  # not an xdist worker
-    monkeypatch.setattr(conftest.torch.cuda, "is_available", lambda: False)
-    assert conftest._xdist_gpu(config) is None
+    import conftest
+    from suite import gpus
+
+    def specs(*env):
+        out = []
+        for k, e in enumerate(env):
+            spec = execnet.XSpec("popen" + e)
+            spec.id = f"gw{k}"
+            out.append(spec)
+        return out
+
+    def pinned(specs, count, device=None):
+        monkeypatch.setattr(gpus, "visible_count", lambda: count)
+        config = types.SimpleNamespace(getoption=lambda name: device)
+        conftest.pytest_xdist_setupnodes(config, specs)
+        return [s.env.get("CUDA_VISIBLE_DEVICES") for s in specs]
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert pinned(specs("", "", "", "", ""), 4) == ["0", "1", "2", "3", "0"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6,7")
+    assert pinned(specs("", ""), 2) == ["6", "7"]
+    assert pinned(specs("", "//env:CUDA_VISIBLE_DEVICES=3"), 2) == ["6", "3"]
+    assert pinned(specs("", ""), 1) == [None, None]
+    assert pinned(specs("", ""), 2, device="cuda:1") == [None, None]
+
