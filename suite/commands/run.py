@@ -35,6 +35,11 @@ def add_arguments(p) -> None:
     g.add_argument("--rerun-failed", type=Path, nargs="+", metavar="RESULTS",
                    help="run exactly the items that failed, raised or timed out in these "
                         "results (and the unexpected passes), instead of a profile")
+    g.add_argument("--shard", metavar="I/N",
+                   help="run shard I of N (1 <= I <= N) of the selected cases, for a CI "
+                        "matrix of N machines: cases sorted by op and id, dealt round-robin "
+                        "(docs/multi-gpu.md); report and compare read the N results as one "
+                        "run")
     g = p.add_argument_group("isolation")
     g.add_argument("--workers", type=int, metavar="N",
                    help="worker processes running the items, each pinned to one GPU "
@@ -56,6 +61,7 @@ def add_arguments(p) -> None:
 def check_options(args) -> None:
     """Refuse out-of-range options before anything runs."""
     from suite.cli import at_least
+    from suite.shard import parse_shard
 
     for name, low in (("repeats", 1), ("samples", 1), ("warmup", 0), ("warmup_ms", 0),
                       ("workers", 0)):
@@ -63,6 +69,8 @@ def check_options(args) -> None:
     at_least(args, "max_time", 0, above=True)
     at_least(args, "item_timeout", 0, above=True)
     check_gpu_options(args)
+    if args.shard is not None:
+        parse_shard(args.shard)
 
 
 def check_gpu_options(args) -> None:
@@ -178,6 +186,7 @@ def main(args) -> int:
     from suite.progress import Progress
     from suite.rerun import rerun_selection
     from suite.selection import parse_device, select
+    from suite.shard import parse_shard, split_plan
 
     check_options(args)
     sel = rerun_selection(args) if args.rerun_failed else select(args)
@@ -190,6 +199,11 @@ def main(args) -> int:
         raise SuiteInputError("--profile",
                               f"no cases of profile {sel.profile!r} match the selection")
 
+    shard = ""
+    if args.shard is not None:
+        whole = plan.n_items
+        plan = split_plan(plan, parse_shard(args.shard))
+        shard = f", shard {args.shard}: {plan.n_items} of {whole} items"
     check_results_place(args)
     ceilings = roofline.load_ceilings(dev)
     if ceilings.copy_gbps is None and not args.no_timing:
@@ -200,7 +214,7 @@ def main(args) -> int:
     run = results.environment(dev, sel.profile)
     out_path = results_file(args, run.run_id)
     pool = pool_options(args, dev, sel.profile, out_path.with_name(out_path.name + ".workers"))
-    print(f"run {run.run_id}: profile {sel.profile}, {plan.n_items} items on {dev} "
+    print(f"run {run.run_id}: profile {sel.profile}{shard}, {plan.n_items} items on {dev} "
           f"({run.device_name}){workers_text(pool)}, results -> {out_path}", file=sys.stderr)
     writer, rows = results.ResultsWriter(out_path, overwrite=args.force), Rows()
     progress = Progress(plan.n_items, args.quiet)
