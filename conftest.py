@@ -1,15 +1,17 @@
 """pytest entry: every case file under cases/ becomes test items, one per
 (case x implementation), named by the case id: `causal_conv1d/states/B2-...[torch_ref]`.
 
-Options (group "bwd-suite") pick the profile, op, implementations and device; they are
-checked once, in pytest_configure, and a bad one is a single usage error (exit 4). An item
-fails with the verdict's reason, the diagnosis and the commands that rerun it alone; an
-implementation that cannot run the case (GPU-only on a CPU, an undeclared feature) is
-skipped with the reason.
+Options (group "bwd-suite") pick the profile, op, implementations, device and shard; they
+are checked once, in pytest_configure, and a bad one is a single usage error (exit 4). An
+item fails with the verdict's reason, the diagnosis and the commands that rerun it alone;
+an implementation that cannot run the case (GPU-only on a CPU, an undeclared feature) is
+skipped with the reason. Under pytest-xdist on a machine of several GPUs each worker is
+pinned to one GPU (docs/multi-gpu.md).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from pathlib import Path
@@ -40,6 +42,9 @@ def pytest_addoption(parser):
                 help="torch device for the items (default: cuda when available, else cpu)")
     g.addoption("--suite-repeats", metavar="R", type=int, default=None,
                 help=f"calls per item for the determinism check (default {DEFAULT_REPEATS})")
+    g.addoption("--suite-shard", metavar="I/N", default=None,
+                help="only the cases of shard I of N (1 <= I <= N), split as `run --shard` "
+                     "splits them; the other items are deselected")
 
 
 def pytest_configure(config):
@@ -54,15 +59,22 @@ def pytest_configure(config):
     config.stash[_SELECTION] = _Selection(config)
 
 
-def _xdist_gpu(config):
-    """Under pytest-xdist on a machine of several GPUs, worker gwN's GPU: cuda:(N mod the
-    GPU count), so that `-n <GPUs>` puts one worker on each; None otherwise (the default
-    device)."""
-    worker = getattr(config, "workerinput", {}).get("workerid", "")
-    if not worker.startswith("gw") or not torch.cuda.is_available():
-        return None
-    count = torch.cuda.device_count()
-    return f"cuda:{int(worker[2:]) % count}" if count > 1 else None
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config, specs):
+    """pytest-xdist on a machine of several GPUs: worker gwK gets CUDA_VISIBLE_DEVICES of
+    GPU K mod the GPU count in its environment, set before the worker process imports
+    anything, so `-n <GPUs>` puts one worker on each and each sees its GPU as cuda:0. Not
+    with --suite-device (every worker on that device), nor for a --tx spec that sets the
+    variable itself."""
+    from suite.gpus import visible_count, xdist_gpu
+
+    if config.getoption("--suite-device") is not None:
+        return
+    count, visible = visible_count(), os.environ.get("CUDA_VISIBLE_DEVICES")
+    for spec in specs:
+        gpu = xdist_gpu(spec.id or "", count, visible)
+        if gpu is not None and "CUDA_VISIBLE_DEVICES" not in spec.env:
+            spec.env["CUDA_VISIBLE_DEVICES"] = gpu
 
 
 def _usage_error(e: SuiteInputError) -> pytest.UsageError:
@@ -75,6 +87,7 @@ class _Selection:
 
     def __init__(self, config):
         from suite.selection import impl_names, implementations_by_op, parse_device
+        from suite.shard import parse_shard
 
         given = {name: config.getoption(name) for name in _OPTIONS}
         self.given = {k: v for k, v in given.items() if v is not None}
@@ -84,8 +97,9 @@ class _Selection:
         try:
             if self.repeats is not None and self.repeats < 1:
                 raise SuiteInputError("--suite-repeats", f"must be at least 1, got {self.repeats}")
-            self.device = parse_device(given["--suite-device"] or _xdist_gpu(config),
-                                       "--suite-device")
+            self.device = parse_device(given["--suite-device"], "--suite-device")
+            shard = config.getoption("--suite-shard")
+            self.shard = parse_shard(shard, "--suite-shard") if shard is not None else None
             self.profile = cases_mod.profile_names(
                 given["--suite-profile"] or ("gpu" if self.device.type == "cuda" else "ci"),
                 "--suite-profile")
@@ -117,6 +131,23 @@ def pytest_collect_file(file_path: Path, parent):
     if file_path.suffix == ".toml" and cases_mod.CASES_DIR in file_path.parents:
         return CaseFile.from_parent(parent, path=file_path)
     return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """--suite-shard: deselect the conformance items of the other shards' cases (the
+    harness's own tests stay)."""
+    from suite.shard import case_key, take
+
+    shard = _selection(config).shard
+    if shard is None:
+        return
+    cases = [i for i in items if isinstance(i, CaseItem)]
+    kept = {id(i) for i in take(cases, lambda i: case_key(i.case), shard)}
+    dropped = [i for i in cases if id(i) not in kept]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        gone = {id(i) for i in dropped}
+        items[:] = [i for i in items if id(i) not in gone]
 
 
 class CaseFile(pytest.File):

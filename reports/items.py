@@ -98,15 +98,14 @@ class Items:
 
 
 # the columns the sections read (others, such as ones a newer schema adds, are left out)
-COLUMNS = ("run_id", "run_started", "device_name", "op", "case_id", "case_group", "impl",
-           "impl_kind", "verdict", "failure_kind", "reason", "known_failure", "outputs",
-           "diagnosis",
-           "diagnosis_cause", "determinism", "det_spread", "time_samples_s",
-           "time_median_s", "time_iqr_s", "bytes", "gbps", "copy_gbps", "frac_copy_bw",
-           "frac_same_copy", "same_copy_s", "arith_intensity", "bound", "wall_median_ms",
-           "launches", "stats_json", "peak_mem_bytes")
+COLUMNS = ("run_id", "run_started", "host", "device", "device_name", "op", "case_id",
+           "case_group", "impl", "impl_kind", "verdict", "failure_kind", "reason",
+           "known_failure", "outputs", "diagnosis", "diagnosis_cause", "determinism",
+           "det_spread", "time_samples_s", "time_median_s", "time_iqr_s", "bytes", "gbps",
+           "copy_gbps", "frac_copy_bw", "frac_same_copy", "same_copy_s", "arith_intensity",
+           "bound", "wall_median_ms", "launches", "stats_json", "peak_mem_bytes")
 # columns a frame may lack (rows built by hand, not read through suite.results): null
-OPTIONAL = ("wall_median_ms", "launches", "stats_json", "peak_mem_bytes")
+OPTIONAL = ("wall_median_ms", "launches", "stats_json", "peak_mem_bytes", "host", "device")
 
 
 def _case_ranks(rows: pd.DataFrame) -> pd.Series:

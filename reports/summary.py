@@ -1,6 +1,8 @@
-"""Run summary: the environment of each run, verdict and determinism counts per op and
-implementation over every row, the known failures (declared by the implementation:
-expected) and the unexpected passes (declared, and passed: the declaration is stale)."""
+"""Run summary: the environment of each run, where the rows ran when they span several
+hosts or devices (the shards of a run, a run's workers on several GPUs), verdict and
+determinism counts per op and implementation over every row, the known failures (declared
+by the implementation: expected) and the unexpected passes (declared, and passed: the
+declaration is stale)."""
 
 from __future__ import annotations
 
@@ -43,6 +45,19 @@ class CountRow:
 
 
 @dataclass(frozen=True)
+class Place:
+    """The rows of one host and device."""
+
+    host: str
+    device: str  # as the run named it: cuda:1 is the run's second GPU
+    device_name: str
+    runs: fmt.Num
+    rows: fmt.Num
+    unexpected: fmt.Num  # undeclared failures, errors and timeouts
+    timed: fmt.Num
+
+
+@dataclass(frozen=True)
 class UnexpectedPass:
     op: str
     case_id: str
@@ -63,6 +78,7 @@ class Summary:
     n_unexpected_passes: int = 0  # all of them (the list is capped)
     n_expected: int = 0  # known failures that failed
     n_unexpected: int = 0  # undeclared failures, errors and timeouts
+    places: tuple = ()  # Place per (host, device) when the rows ran on more than one
 
 
 def _run_value(col: pd.Series) -> str:
@@ -79,6 +95,18 @@ def _runs(df: pd.DataFrame) -> tuple:
         out.append(RunInfo(fields=fields, rows=fmt.count(len(r)),
                            copy_gbps=fmt.fixed(copy.iloc[0] if len(copy) else None)))
     return tuple(sorted(out, key=lambda i: dict(i.fields).get("started", "")))
+
+
+def _places(rows: pd.DataFrame) -> tuple:
+    """The rows grouped by host and device, where they differ."""
+    where = rows.assign(host=rows["host"].fillna(""), device=rows["device"].fillna(""))
+    if len(where[["host", "device"]].drop_duplicates()) < 2:
+        return ()
+    return tuple(Place(host=host, device=device, device_name=_run_value(r["device_name"]),
+                       runs=fmt.count(r["run_id"].nunique()), rows=fmt.count(len(r)),
+                       unexpected=fmt.count(int(r["unexpected"].sum())),
+                       timed=fmt.count(int(r["timed"].sum())))
+                 for (host, device), r in where.groupby(["host", "device"], sort=True))
 
 
 def _count_row(op, impl, kind, r: pd.DataFrame, verdicts) -> CountRow:
@@ -113,4 +141,4 @@ def build(items: Items, raw: pd.DataFrame) -> Summary:
                    counts=tuple(counts), total=_count_row("all", "", "", rows, verdicts),
                    unexpected_passes=passes, n_unexpected_passes=len(xp),
                    n_expected=int(rows["expected"].sum()),
-                   n_unexpected=int(rows["unexpected"].sum()))
+                   n_unexpected=int(rows["unexpected"].sum()), places=_places(rows))

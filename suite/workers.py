@@ -175,11 +175,11 @@ class Pool:
         if label.startswith("cuda"):
             import torch
 
-            index = label.partition(":")[2] or "0"
-            cuda_visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            from suite.gpus import physical_id
+
             # the worker's one visible GPU is the parent's `index`-th
-            visible = cuda_visible.split(",") if cuda_visible else None
-            cuda_visible = visible[int(index)] if visible else index
+            index = int(label.partition(":")[2] or "0")
+            cuda_visible = physical_id(index, os.environ.get("CUDA_VISIBLE_DEVICES"))
             opts = dataclasses.replace(opts, device=torch.device("cuda", 0),
                                        golden_device=torch.device("cuda", 0)
                                        if opts.golden_device.type == "cuda"

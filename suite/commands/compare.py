@@ -57,9 +57,11 @@ def rule_from(args):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("baseline", type=Path, metavar="BASELINE",
-                        help="baseline results: a parquet file or a folder of them")
-    parser.add_argument("current", type=Path, metavar="CURRENT",
-                        help="current results: a parquet file or a folder of them")
+                        help="baseline results: a parquet file or a folder of them (the "
+                             "shards of a run: their folder)")
+    parser.add_argument("current", type=Path, nargs="+", metavar="CURRENT",
+                        help="current results: parquet files or folders of them, read as "
+                             "one run (the shards of `run --shard`)")
     add_rule_arguments(parser)
     parser.add_argument("--max-lines", type=int, default=MAX_LINES, metavar="N",
                         help=f"items printed per category in text and markdown (default "
@@ -75,26 +77,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "timing); still 3 when they share no item")
 
 
+def _distinct(df, col) -> list:
+    """A column's distinct values, sorted (the shards of a run may differ in host and
+    device)."""
+    return sorted(map(str, df[col].dropna().unique())) if col in df else []
+
+
 def describe_run(df) -> str:
     """One line about where results come from."""
     runs = list(dict.fromkeys(df["run_id"]))
-    first = df.iloc[0]
     ids = ", ".join(runs[:2]) + (f" and {len(runs) - 2} more" if len(runs) > 2 else "")
-    return (f"{ids}: {len(df)} items, {first['device_name']} ({first['device']}), "
-            f"profile {first['profile']}, commit {first['git_commit'] or '?'}")
+    hosts = _distinct(df, "host")
+    on = f" on {len(hosts)} hosts ({', '.join(hosts)})" if len(hosts) > 1 else ""
+    return (f"{ids}: {len(df)} items, {', '.join(_distinct(df, 'device_name'))} "
+            f"({', '.join(_distinct(df, 'device'))}){on}, profile "
+            f"{', '.join(_distinct(df, 'profile'))}, commit "
+            f"{', '.join(_distinct(df, 'git_commit')) or '?'}")
 
 
 def run_info(df) -> dict:
     """The run-level facts of a results frame, for the machine-readable formats."""
     first = df.iloc[0]
-
-    def distinct(col):
-        return sorted(map(str, df[col].dropna().unique())) if col in df else []
-
     return {"run_ids": list(dict.fromkeys(map(str, df["run_id"]))), "items": len(df),
-            "device_name": distinct("device_name"), "device": distinct("device"),
-            "profile": distinct("profile"), "git_commit": distinct("git_commit"),
-            "started": str(first["run_started"]), "l2_flush": distinct("l2_flush")}
+            "device_name": _distinct(df, "device_name"), "device": _distinct(df, "device"),
+            "host": _distinct(df, "host"), "profile": _distinct(df, "profile"),
+            "git_commit": _distinct(df, "git_commit"), "started": str(first["run_started"]),
+            "l2_flush": _distinct(df, "l2_flush")}
 
 
 def _fmt_s(s: float) -> str:
@@ -319,10 +327,10 @@ def main(args) -> int:
     rule = rule_from(args)
     if args.max_lines < 0:
         raise SuiteInputError("--max-lines", f"must be at least 0, got {args.max_lines}")
-    base, cur = read_results([args.baseline]), read_results([args.current])
-    for df, path in ((base, args.baseline), (cur, args.current)):
+    base, cur = read_results([args.baseline]), read_results(args.current)
+    for df, paths in ((base, [args.baseline]), (cur, args.current)):
         if df.empty:
-            raise SuiteInputError(str(path), "holds no result rows")
+            raise SuiteInputError(", ".join(map(str, paths)), "holds no result rows")
     c = regression.compare(base, cur, rule)
     code = c.exit_code(allow_untimed=args.allow_untimed)
     if args.format == "text":

@@ -67,8 +67,9 @@ def add_arguments(p) -> None:
                    help="an item still running after S seconds is recorded as timeout and "
                         "its worker killed (default 600)")
     add_results_options(p)
-    # for suite.commands.run.pool_options: fuzzing never times, so workers may share a GPU
-    p.set_defaults(no_timing=True)
+    # for suite.commands.run.pool_options: fuzzing never times, so workers may share a GPU;
+    # they take every visible GPU
+    p.set_defaults(no_timing=True, share_gpus=True, gpus=None)
 
 
 def check_options(args) -> None:
@@ -141,7 +142,8 @@ def main(args) -> int:
     import itertools
 
     from suite import registry, results
-    from suite.commands.run import check_results_place, pool_options, results_file
+    from suite.commands.run import (check_results_place, pool_options, results_file,
+                                    workers_text)
     from suite.driver import Driver, Tee
     from suite.errors import SuiteInputError
     from suite.fuzz.draw import TAGS, DrawStats, draw_cases, fuzz_case, refusal
@@ -171,13 +173,12 @@ def main(args) -> int:
     run = results.environment(dev, "fuzz")
     out_path = results_file(args, run.run_id)
     pool = pool_options(args, dev, "fuzz", out_path.with_name(out_path.name + ".workers"))
-    workers = f", {pool.workers} worker{'s' * (pool.workers > 1)}" if pool else ""
     limit = (f"{budget} cases" if args.budget or not args.time else "") \
         + (" or " if args.budget and args.time else "") \
         + (f"{args.time:g} s" if args.time else "")
     print(f"fuzz {run.run_id}: {spec.name} x {impl.name}, seed {args.seed}, size "
-          f"{size.name}, up to {limit} on {dev} ({run.device_name}){workers}, results -> "
-          f"{out_path}", file=sys.stderr)
+          f"{size.name}, up to {limit} on {dev} ({run.device_name}){workers_text(pool)}, "
+          f"results -> {out_path}", file=sys.stderr)
 
     opts = RunOptions(device=dev, golden_device=dev, repeats=args.repeats, timing=False)
     writer = results.ResultsWriter(out_path, overwrite=args.force)

@@ -35,10 +35,22 @@ def add_arguments(p) -> None:
     g.add_argument("--rerun-failed", type=Path, nargs="+", metavar="RESULTS",
                    help="run exactly the items that failed, raised or timed out in these "
                         "results (and the unexpected passes), instead of a profile")
+    g.add_argument("--shard", metavar="I/N",
+                   help="run shard I of N (1 <= I <= N) of the selected cases, for a CI "
+                        "matrix of N machines: cases sorted by op and id, dealt round-robin "
+                        "(docs/multi-gpu.md); report and compare read the N results as one "
+                        "run")
     g = p.add_argument_group("isolation")
     g.add_argument("--workers", type=int, metavar="N",
-                   help="worker processes running the items (default: one per visible GPU, "
-                        "one on a CPU; 0: in this process, no isolation)")
+                   help="worker processes running the items, each pinned to one GPU "
+                        "(default: one per GPU of --gpus, one on a CPU; 0: in this process, "
+                        "no isolation)")
+    g.add_argument("--gpus", metavar="LIST",
+                   help="the GPUs the workers use, by index as this process sees them, "
+                        "e.g. 0,1 (default: every visible GPU)")
+    g.add_argument("--share-gpus", action="store_true",
+                   help="allow more workers than GPUs, several on one GPU; correctness only: "
+                        "needs --no-timing, as timings must not share a GPU")
     g.add_argument("--item-timeout", type=float, metavar="S",
                    help="an item still running after S seconds is recorded as timeout and "
                         "its worker killed (default per profile: smoke and ci 300, gpu 600, "
@@ -49,12 +61,33 @@ def add_arguments(p) -> None:
 def check_options(args) -> None:
     """Refuse out-of-range options before anything runs."""
     from suite.cli import at_least
+    from suite.shard import parse_shard
 
     for name, low in (("repeats", 1), ("samples", 1), ("warmup", 0), ("warmup_ms", 0),
                       ("workers", 0)):
         at_least(args, name, low)
     at_least(args, "max_time", 0, above=True)
     at_least(args, "item_timeout", 0, above=True)
+    check_gpu_options(args)
+    if args.shard is not None:
+        parse_shard(args.shard)
+
+
+def check_gpu_options(args) -> None:
+    """--gpus and --share-gpus, before anything runs (whether the GPUs are visible is
+    checked once the device is known)."""
+    from suite.errors import SuiteInputError
+    from suite.gpus import parse_gpus
+
+    if args.gpus is not None:
+        parse_gpus(args.gpus)
+        if args.workers == 0:
+            raise SuiteInputError("--gpus", "picks the GPUs of worker processes; with "
+                                            "--workers 0 the items run in this process "
+                                            "(choose its GPU with --device)")
+    if args.share_gpus and not args.no_timing:
+        raise SuiteInputError("--share-gpus", "timings must not share a GPU: add --no-timing "
+                                              "(sharing is for correctness runs only)")
 
 
 def options(args, device, golden_device):
@@ -82,23 +115,50 @@ def results_file(args, run_id: str) -> Path:
     return args.output or args.out / f"{run_id}.parquet"
 
 
-def pool_options(args, device, profile: str, log_dir: Path):
-    """The run's worker processes: by default one per visible GPU, each pinned to its own
-    (with --workers N, the first N from the run's device on), one on a CPU; None with
-    --workers 0 (items in this process)."""
+def run_gpus(args, device) -> tuple:
+    """The GPUs of the run's workers, in order: --gpus, checked against the GPUs visible
+    here; by default every visible GPU, from the run's device on."""
+    from suite import gpus
+
+    count = gpus.visible_count()
+    if not args.gpus:
+        return tuple((device.index + i) % count for i in range(count))
+    chosen = gpus.parse_gpus(args.gpus)
+    gpus.check_visible(chosen, count)
+    return chosen
+
+
+def gpus_device(args, device):
+    """The run's device with --gpus (its name and copy-bandwidth calibration are the
+    run's): --device where it names one of them, else the first of them."""
     import torch
 
     from suite.errors import SuiteInputError
+
+    if device.type != "cuda":
+        raise SuiteInputError("--gpus", f"the run is on {device}, not CUDA: --gpus picks "
+                                        f"CUDA devices")
+    chosen = run_gpus(args, device)
+    if not (args.device and ":" in args.device):
+        return torch.device("cuda", chosen[0])
+    if device.index not in chosen:
+        raise SuiteInputError("--gpus", f"{args.gpus} leaves out the run's --device {device}")
+    return device
+
+
+def pool_options(args, device, profile: str, log_dir: Path):
+    """The run's worker processes: by default one per GPU of --gpus (every visible one),
+    each pinned to its own, and one on a CPU; more workers than GPUs only with
+    --share-gpus; None with --workers 0 (items in this process)."""
+    import torch
+
+    from suite.gpus import assign
     from suite.workers import PoolOptions, item_timeout
 
     if device.type == "cuda":
-        count = torch.cuda.device_count()
-        n = count if args.workers is None else args.workers
-        if n > count and not args.no_timing:
-            raise SuiteInputError("--workers", f"{n} workers on {count} GPUs: timings would "
-                                               f"share a GPU (add --no-timing to allow it)")
-        order = [(device.index + i) % count for i in range(count)]
-        devices = tuple(f"cuda:{order[i % count]}" for i in range(max(n, 1)))
+        chosen = run_gpus(args, device)
+        n = len(chosen) if args.workers is None else args.workers
+        devices = tuple(f"cuda:{g}" for g in assign(max(n, 1), chosen, args.share_gpus))
     else:
         n = 1 if args.workers is None else args.workers
         devices = ("cpu",)
@@ -110,6 +170,15 @@ def pool_options(args, device, profile: str, log_dir: Path):
                        threads=threads)
 
 
+def workers_text(pool) -> str:
+    """", 2 workers on cuda:0, cuda:1" for the run's first line."""
+    if pool is None:
+        return ""
+    gpus = sorted({d for d in pool.devices[:pool.workers] if d.startswith("cuda")})
+    return (f", {pool.workers} worker{'s' * (pool.workers > 1)}"
+            + (f" on {', '.join(gpus)}" if gpus else ""))
+
+
 def main(args) -> int:
     from suite import results, roofline, summary
     from suite.driver import Driver, Rows, Tee, count_bad
@@ -117,16 +186,24 @@ def main(args) -> int:
     from suite.progress import Progress
     from suite.rerun import rerun_selection
     from suite.selection import parse_device, select
+    from suite.shard import parse_shard, split_plan
 
     check_options(args)
     sel = rerun_selection(args) if args.rerun_failed else select(args)
     dev, plan = sel.device, sel.plan
+    if args.gpus:
+        dev = gpus_device(args, dev)
     golden_dev = parse_device(args.golden_device, "--golden-device") if args.golden_device \
         else dev
     if not plan.n_items:
         raise SuiteInputError("--profile",
                               f"no cases of profile {sel.profile!r} match the selection")
 
+    shard = ""
+    if args.shard is not None:
+        whole = plan.n_items
+        plan = split_plan(plan, parse_shard(args.shard))
+        shard = f", shard {args.shard}: {plan.n_items} of {whole} items"
     check_results_place(args)
     ceilings = roofline.load_ceilings(dev)
     if ceilings.copy_gbps is None and not args.no_timing:
@@ -137,9 +214,8 @@ def main(args) -> int:
     run = results.environment(dev, sel.profile)
     out_path = results_file(args, run.run_id)
     pool = pool_options(args, dev, sel.profile, out_path.with_name(out_path.name + ".workers"))
-    workers = f", {pool.workers} worker{'s' * (pool.workers > 1)}" if pool else ""
-    print(f"run {run.run_id}: profile {sel.profile}, {plan.n_items} items on {dev} "
-          f"({run.device_name}){workers}, results -> {out_path}", file=sys.stderr)
+    print(f"run {run.run_id}: profile {sel.profile}{shard}, {plan.n_items} items on {dev} "
+          f"({run.device_name}){workers_text(pool)}, results -> {out_path}", file=sys.stderr)
     writer, rows = results.ResultsWriter(out_path, overwrite=args.force), Rows()
     progress = Progress(plan.n_items, args.quiet)
     driver = Driver(options(args, dev, golden_dev), run, ceilings, pool)

@@ -41,8 +41,9 @@ def _pytest(*args, xdist=False):
      "registered as an implementation of layer_norm, not softmax"),
     (["--suite-repeats", "0"], "--suite-repeats: must be at least 1, got 0"),
     (["--suite-device", "bogus"], "--suite-device: 'bogus' is not a torch device"),
+    (["--suite-shard", "3/2"], "--suite-shard: '3/2': the shards of 2 are numbered"),
 ], ids=["op", "profile", "impl", "impl-without-op", "impl-of-another-op", "repeats",
-        "device"])
+        "device", "shard"])
 def test_bad_option_is_one_usage_error(args, message):
     code, out = _pytest("cases", *args)
     assert code == 4, out[-2000:]
@@ -113,17 +114,65 @@ def test_failure_names_the_equivalent_suite_run(failure):
 
 
 def test_xdist_workers_take_one_gpu_each(monkeypatch):
-    """gwN -> cuda:(N mod GPUs) on a machine of several GPUs; nothing on one GPU or a CPU."""
+    """gwK gets CUDA_VISIBLE_DEVICES of GPU K mod the GPU count in its environment, before
+    it starts; nothing on one GPU, with --suite-device, or where its --tx spec sets it."""
+    import types
+
+    import execnet
+
+    import conftest
+    from suite import gpus
+
+    def specs(*env):
+        out = []
+        for k, e in enumerate(env):
+            spec = execnet.XSpec("popen" + e)
+            spec.id = f"gw{k}"
+            out.append(spec)
+        return out
+
+    def pinned(specs, count, device=None):
+        monkeypatch.setattr(gpus, "visible_count", lambda: count)
+        config = types.SimpleNamespace(getoption=lambda name: device)
+        conftest.pytest_xdist_setupnodes(config, specs)
+        return [s.env.get("CUDA_VISIBLE_DEVICES") for s in specs]
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert pinned(specs("", "", "", "", ""), 4) == ["0", "1", "2", "3", "0"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6,7")
+    assert pinned(specs("", ""), 2) == ["6", "7"]
+    assert pinned(specs("", "//env:CUDA_VISIBLE_DEVICES=3"), 2) == ["6", "3"]
+    assert pinned(specs("", ""), 1) == [None, None]
+    assert pinned(specs("", ""), 2, device="cuda:1") == [None, None]
+
+
+def test_suite_shard_deselects_the_other_shards_cases():
+    """The cases of --suite-shard's shard stay, each with all its implementations, split as
+    `run --shard` splits them; the harness's own tests stay."""
     import types
 
     import conftest
+    from suite.shard import Shard, take
 
-    config = types.SimpleNamespace(workerinput={"workerid": "gw5"})
-    monkeypatch.setattr(conftest.torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(conftest.torch.cuda, "device_count", lambda: 4)
-    assert conftest._xdist_gpu(config) == "cuda:1"
-    monkeypatch.setattr(conftest.torch.cuda, "device_count", lambda: 1)
-    assert conftest._xdist_gpu(config) is None
-    assert conftest._xdist_gpu(types.SimpleNamespace()) is None  # not an xdist worker
-    monkeypatch.setattr(conftest.torch.cuda, "is_available", lambda: False)
-    assert conftest._xdist_gpu(config) is None
+    def item(op, case_id, impl):
+        it = object.__new__(conftest.CaseItem)
+        it.case, it.impl = types.SimpleNamespace(op=op, id=case_id), impl
+        return it
+
+    cases = [item(op, f"{op}/c{k}", impl) for op in ("softmax", "adamw") for k in range(5)
+             for impl in ("a", "b")]
+    other = types.SimpleNamespace(name="test_something")
+    deselected = []
+    config = types.SimpleNamespace(
+        stash={conftest._SELECTION: types.SimpleNamespace(shard=Shard(2, 3))},
+        hook=types.SimpleNamespace(pytest_deselected=lambda items: deselected.extend(items)))
+    items = [other, *cases]
+    conftest.pytest_collection_modifyitems(config, items)
+
+    def key(i):
+        return (i.case.op, i.case.id)
+
+    mine = take(sorted({key(i) for i in cases}), lambda k: k, Shard(2, 3))
+    assert items[0] is other and len(mine) == 3  # of 10 cases
+    assert [key(i) for i in items[1:]] == [key(i) for i in cases if key(i) in mine]
+    assert sorted(map(id, items[1:] + deselected)) == sorted(map(id, cases))
