@@ -94,7 +94,8 @@ def torch_foreach(**kw):
 _FUSED_WHY = "exp_avg_sq off by 1.3e-5 of its largest value (likely 1 - beta2 in fp32)"
 _FUSED_KNOWN = {f"cuda:adamw/{c}": _FUSED_WHY for c in (
     "one-tensor-2p28/", "gpt2/", "tiny-4000/", "sizes/n1-fp32$", "sizes/n7-fp32$",
-    "sizes/n1000-fp32$", "sizes/n4099-fp32$", "sizes/n7.1.130.4099-fp32$", "presets/n1000-mixed-fp32$",
+    "sizes/n1000-fp32$", "sizes/n4099-fp32$", "sizes/n7.1.130.4099-fp32$",
+    "presets/n1000-mixed-fp32$",
     "presets/n1000-tiny_many-fp32$", "features/n7.1000-fp32$", "big/n16777219-fp32$",
     "clip-slack/n7.130-fp32-clip100.0$", "master-lr/n7.130-bf16-master-lr0.5$",
     "gpt2-large/n1000-gpt2_large-bf16-master$")}
