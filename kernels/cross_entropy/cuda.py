@@ -1,11 +1,11 @@
-"""This project's CUDA cross entropy, forward and backward in one call
-(csrc/cross_entropy.cu): one block per row reads the logits for an online max and sum,
-then again (in reverse, the part still in L2 first) to write dlogits; fp32 arithmetic,
-one rounding at the store. The shift is its own entry point (position t scored against
-the label of t + 1 in the kernel, no shifted copy of the targets); the non-ignored count
-and the loss's sum are kernels on the device, in a fixed order: no atomics, no host sync,
-bitwise reproducible. Built on first use by kernels/cuda_build.py.
-"""
+"""This project's CUDA cross entropy, forward and backward in one call: each row of logits
+read once into shared memory (a cluster of CTAs for long rows, csrc/
+cross_entropy_resident.cu), or, for rows not of 16-byte vectors, streamed twice by one
+block (csrc/cross_entropy.cu); fp32 arithmetic, one rounding at the store. The shift is
+its own entry point (position t scored against the label of t + 1 in the kernel, no
+shifted copy of the targets); the non-ignored count and the loss's sum are kernels on the
+device, in a fixed order: no atomics, no host sync, bitwise reproducible. Built on first
+use by kernels/cuda_build.py."""
 
 from __future__ import annotations
 
@@ -27,6 +27,6 @@ def extension():
                 build=extension, **cuda_only())
 def cuda(*, logits, targets, grad_loss, ignore_index, label_smoothing, reduction, z_loss,
          softcap, shift, seq_len, out):
-    """CUDA kernel: one read pass for max and sum, one for dlogits; count and sum on device"""
+    """CUDA kernel: each row read once (held on chip); count and loss sum on the device"""
     extension().fwd_bwd(logits, targets, grad_loss, out["loss"], out["dlogits"], ignore_index,
                         label_smoothing, reduction, z_loss, softcap, shift, seq_len)
