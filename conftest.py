@@ -163,7 +163,7 @@ class CaseFile(pytest.File):
                 item.add_marker(pytest.mark.conformance(case.op))
                 if "cpu" not in impl.devices:
                     item.add_marker(pytest.mark.gpu)
-                known = impl.known_failure(case.id, sel.device.type)
+                known = impl.known_failure(case.id, sel.device.type, case.params)
                 if known:
                     item.add_marker(pytest.mark.xfail(reason=f"known failure: {known}",
                                                       raises=VerdictFailure, strict=True))

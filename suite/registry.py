@@ -50,6 +50,9 @@ class Implementation:
     # measured accuracy limit, say). pytest marks them xfail(strict): the suite still
     # reports the failure, and a fix shows up as an unexpected pass.
     known_failures: Mapping[str, str] = field(default_factory=dict)
+    # params -> why it is known to fail, or None: for failures that case ids cannot name
+    # (cases the fuzzer draws), e.g. a property of the data rather than a case file's sweep
+    known_failure_when: Optional[Callable[[Mapping], Optional[str]]] = None
     # for one loaded from outside (--impl): the text that resolves it again in another
     # process, e.g. "softmax=pkg.mod:fn" (`resolve`); "" for a registered one
     origin: str = ""
@@ -69,10 +72,16 @@ class Implementation:
     def key(self) -> str:
         return self.name
 
-    def known_failure(self, case_id: str, device: Optional[str] = None) -> Optional[str]:
-        """Why this implementation is expected to fail `case_id` on `device` (a device type),
-        or None. A pattern `cpu:substring` (or `cuda:...`) holds on that device only; one
-        ending in `$` must end the id (a case whose id others extend)."""
+    def known_failure(self, case_id: str, device: Optional[str] = None,
+                      params: Optional[Mapping] = None) -> Optional[str]:
+        """Why this implementation is expected to fail `case_id` (of `params`) on `device` (a
+        device type), or None. A pattern `cpu:substring` (or `cuda:...`) holds on that
+        device only; one ending in `$` must end the id (a case whose id others extend);
+        `known_failure_when` judges the params."""
+        if params is not None and self.known_failure_when is not None:
+            why = self.known_failure_when(params)
+            if why:
+                return why
         for pattern, why in self.known_failures.items():
             where, sep, text = pattern.partition(":")
             if not (sep and where in DEVICE_TYPES):

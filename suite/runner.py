@@ -158,7 +158,7 @@ def _row(run: Optional[RunInfo], case: Case, impl: Implementation, spec: OpSpec,
                            case_file=case.file, tags=sorted(case.tags),
                            params_json=params_json(p), seed=case.seed, impl=impl.name,
                            impl_kind=impl.kind, impl_version=impl.version,
-                           known_failure=impl.known_failure(case.id, device),
+                           known_failure=impl.known_failure(case.id, device, p),
                            bytes=_count(spec.bytes, p), flops=_count(spec.flops, p))
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ops.cross_entropy import aligned
+from ops.cross_entropy import aligned, empty_mean
 from suite.registry import implementation
 
 # PyTorch's mean over zero non-ignored tokens is 0/0 = NaN; the golden's convention is 0
@@ -20,6 +20,13 @@ from suite.registry import implementation
 # micro_batch, shift over one-token sequences).
 _NAN = "PyTorch's mean over zero non-ignored tokens is NaN; the golden's is 0"
 KNOWN_FAILURES = {"-mean-ignall": _NAN, "/zero-token-mean": _NAN}
+
+
+def _nan_mean(params):
+    """The same for any case, fuzzed ones included (their ids foretell nothing)."""
+    return _NAN if empty_mean(params) else None
+
+
 # fp16 label smoothing: F.cross_entropy sums sum_j log p_j over tokens in fp16 before it
 # divides, so the loss overflows to inf once N V |log p| passes 65504 (CPU, torch 2.13)
 _REF_KNOWN = dict(KNOWN_FAILURES, **{
@@ -51,14 +58,14 @@ def _loss(x, targets, grad_loss, *, ignore_index, label_smoothing, reduction, z_
 
 
 @implementation("cross_entropy", "torch_ref", kind="native", version=torch.__version__,
-                known_failures=_REF_KNOWN)
+                known_failures=_REF_KNOWN, known_failure_when=_nan_mean)
 def torch_ref(*, logits, targets, grad_loss, out, **attrs):
     """F.cross_entropy (softcap and z-loss composed) and autograd, in the case dtype"""
     _loss(logits, targets, grad_loss, out=out, **attrs)
 
 
 @implementation("cross_entropy", "torch_fp32", kind="reference", version=torch.__version__,
-                known_failures=KNOWN_FAILURES)
+                known_failures=KNOWN_FAILURES, known_failure_when=_nan_mean)
 def torch_fp32(*, logits, targets, grad_loss, out, **attrs):
     """the same on logits upcast to fp32 (HF's logits.float()), dlogits rounded once"""
     _loss(logits.float(), targets, grad_loss, out=out, **attrs)

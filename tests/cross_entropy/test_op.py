@@ -109,7 +109,13 @@ def test_empty_means_are_foreseen_from_the_parameters():
     assert not op.empty_mean(params(mask="all_ignored_row", batch=4, accumulation=2,
                                     normalize="micro_batch"))
     assert op.empty_mean(params(seq=1, shift=True))
-    assert SPEC.params.fuzz_bounds(params(mask="all_ignored_batch"), "cpu")[0] == "mask"
+    # drawn by the fuzzer, and a known failure of the PyTorch forms (their NaN) only
+    assert SPEC.params.fuzz_bounds(params(mask="all_ignored_batch"), "cpu") is None
+    for impl in registry.select_implementations("cross_entropy", ["torch_ref", "torch_fp32"]):
+        assert impl.known_failure("cross_entropy/fuzz/x", "cpu",
+                                  params(mask="all_ignored_batch"))
+        assert impl.known_failure("cross_entropy/fuzz/x", "cpu",
+                                  params(mask="all_ignored_batch", reduction="sum")) is None
 
 
 def test_bytes_read_logits_once_and_write_dlogits_once():
