@@ -168,6 +168,5 @@ cudaError_t cross_entropy_launch(const CrossEntropyParams &p, cudaStream_t strea
     err = DTYPE_SWITCH(p.dtype, T, [&] { return launch_rows<T>(p, vectorized, mean, stream); });
   }
   if (err != cudaSuccess || p.reduction == CeReduction::kNone) return err;
-  err = launch_dependent(&ce_loss_kernel, dim3(1), dim3(kMaxThreads), stream, p);
-  return err;
+  return launch_dependent(&ce_loss_kernel, dim3(1), dim3(kMaxThreads), stream, p);
 }

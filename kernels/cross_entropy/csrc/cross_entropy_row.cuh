@@ -73,7 +73,7 @@ __device__ __forceinline__ float capped(float x, float cap) {
   return float(double(cap) * tanh_of(x, cap));
 }
 
-// kN elements from one 16-byte vector (kN == 1: one element), in fp32.
+// The kN elements of one 16-byte vector, in fp32 (pack: back, rounded once).
 template <typename T, int kN>
 __device__ __forceinline__ void unpack(const uint4 &raw, float (&v)[kN]) {
   const T *e = reinterpret_cast<const T *>(&raw);
