@@ -5,7 +5,8 @@ and clip_grad_norm_'s global-norm clipping in front.
 Per call, once:
 
     g_i    = grad_i / S                           (loss scale S: gradients arrive times S)
-    skip   = any g_i not finite                   (then nothing changes: found_inf = 1)
+    skip   = any g_i not finite                   (then nothing changes: found_inf = 1);
+                                                  only under a GradScaler (scaler)
     c      = min(1, max_norm / (||g||_2 + 1e-6))  with clipping (max_norm > 0), the norm
                                                   over the whole list; g_i = c g_i
 
@@ -31,10 +32,11 @@ from typing import Optional
 import torch
 
 
-def unscale_clip(grads: list, loss_scale: float, max_norm: float):
-    """(gradients unscaled and clipped, found_inf) in float64."""
+def unscale_clip(grads: list, loss_scale: float, max_norm: float, scaler: bool = True):
+    """(gradients unscaled and clipped, found_inf) in float64; without a scaler nothing
+    checks for an inf or NaN."""
     g = [x.to(torch.float64) / loss_scale for x in grads]
-    if not all(bool(torch.isfinite(x).all()) for x in g):
+    if scaler and not all(bool(torch.isfinite(x).all()) for x in g):
         return g, True
     if max_norm > 0:
         norm = math.sqrt(sum(float((x * x).sum()) for x in g))
@@ -60,14 +62,15 @@ def steps_(p: list, g: list, m: list, v: list, vmax: Optional[list], *, lr, beta
 
 
 def adamw(params, grads, master, exp_avg, exp_avg_sq, max_exp_avg_sq, *, lr, beta1, beta2,
-          eps, weight_decay, step, steps, maximize, amsgrad, loss_scale, max_norm) -> dict:
+          eps, weight_decay, step, steps, maximize, amsgrad, loss_scale, max_norm,
+          scaler=True) -> dict:
     """The updated state {params, exp_avg, exp_avg_sq[, master][, max_exp_avg_sq],
     found_inf} in float64; lists as given (master and max_exp_avg_sq None when absent)."""
     f = lambda xs: None if xs is None else [x.to(torch.float64).clone() for x in xs]  # noqa: E731
     p = f(master) if master is not None else f(params)
     m, v = f(exp_avg), f(exp_avg_sq)
     vmax = f(max_exp_avg_sq) if amsgrad else None
-    g, found = unscale_clip(grads, loss_scale, max_norm)
+    g, found = unscale_clip(grads, loss_scale, max_norm, scaler)
     dev = p[0].device if p else torch.device("cpu")
     if not found:
         steps_(p, g, m, v, vmax, lr=lr, beta1=beta1, beta2=beta2, eps=eps,

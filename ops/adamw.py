@@ -6,8 +6,9 @@ case dtype (mutated), grads in the case dtype or fp32, times loss_scale; master 
 master weights, mutated) or None; exp_avg, exp_avg_sq (fp32 moments, mutated);
 max_exp_avg_sq (fp32, mutated) with amsgrad, else None. Attributes: lr, beta1, beta2, eps,
 weight_decay, step (the step count of the first update), steps, maximize, amsgrad,
-loss_scale, max_norm (0: no clipping). Output: found_inf (1,) fp32, 1 when a gradient held
-an inf or NaN and every tensor was left as it was.
+scaler (GradScaler around the step, or a plain step), loss_scale, max_norm (0: no
+clipping). Output: found_inf (1,) fp32, 1 when a gradient held an inf or NaN and every
+tensor was left as it was (always 0 without a scaler).
 
 Input values: params (or masters) N(0, 1); gradients N(0, 1) times loss_scale, rounded to
 their dtype (zeros with grads = "zero"; the middle element of the last tensor inf or NaN
@@ -92,6 +93,9 @@ PARAMS = ParamSet((
           id_token=lambda v: "max" if v else ""),
     Param("amsgrad", "bool", False, "AMSGrad: the denominator from the running max of v",
           id_token=lambda v: "ams" if v else ""),
+    Param("scaler", "bool", True, "the step runs under GradScaler: gradients unscaled by "
+          "loss_scale, an inf or NaN skips it (found_inf); false: a plain optimizer.step() "
+          "on finite gradients", id_token=lambda v: "" if v else "plain"),
     Param("loss_scale", "float", 1.0, "S: gradients arrive times S and are unscaled",
           minimum=0.0, id_token=_tok("S", 1.0),
           domain=FloatRange(1.0, 65536.0, special=(1.0, 1024.0, 65536.0))),
@@ -148,6 +152,12 @@ def check_case(p: Mapping):
             return k, f"{p[k]!r} must be in [0, 1)"
     if p["loss_scale"] <= 0:
         return "loss_scale", f"{p['loss_scale']!r} must be positive"
+    if not p["scaler"] and p["loss_scale"] != 1.0:
+        return "loss_scale", f"{p['loss_scale']!r} needs scaler = true (without a GradScaler " \
+                             "nothing unscales)"
+    if not p["scaler"] and p["grads"] in ("inf_one", "nan_one"):
+        return "grads", (f"{p['grads']!r} needs scaler = true: without a GradScaler nothing "
+                         "skips the step, and the parameters turn NaN")
     if p["preset"] and p["sizes"] != PARAMS.by_name["sizes"].default:
         return "sizes", f"has no effect with preset = {p['preset']!r}"
     if not p["preset"] and not p["sizes"]:
@@ -186,7 +196,8 @@ def make_inputs(p: Mapping, seed: int, device: torch.device) -> CaseInputs:
         last = grads[-1].view(-1)
         last[last.numel() // 2] = float("inf") if p["grads"] == "inf_one" else float("nan")
     attrs = {k: p[k] for k in ("lr", "beta1", "beta2", "eps", "weight_decay", "step",
-                               "steps", "maximize", "amsgrad", "loss_scale", "max_norm")}
+                               "steps", "maximize", "amsgrad", "scaler", "loss_scale",
+                               "max_norm")}
     return CaseInputs(
         tensors={"params": params, "grads": grads,
                  "master": master if p["master"] else None,

@@ -32,8 +32,9 @@ def _supports(p):
                 deterministic=True,
                 build=extension, **cuda_only())
 def cuda(*, params, grads, master, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, beta1, beta2,
-         eps, weight_decay, step, steps, maximize, amsgrad, loss_scale, max_norm, out):
+         eps, weight_decay, step, steps, maximize, amsgrad, scaler, loss_scale, max_norm,
+         out):
     """CUDA kernel: the whole list in one launch, unscale, skip on inf and clipping fused"""
     extension().step(params, grads, master, exp_avg, exp_avg_sq, max_exp_avg_sq,
                      out["found_inf"], lr, beta1, beta2, eps, weight_decay, step, steps,
-                     maximize, amsgrad, loss_scale, max_norm)
+                     maximize, amsgrad, scaler, loss_scale, max_norm)

@@ -48,12 +48,12 @@ class Bug(enum.Enum):
 
 
 def step_fp32(*, params, grads, master, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, beta1,
-              beta2, eps, weight_decay, step, steps, maximize, amsgrad, loss_scale, max_norm,
-              out, bugs: FrozenSet[Bug] = frozenset()):
+              beta2, eps, weight_decay, step, steps, maximize, amsgrad, scaler, loss_scale,
+              max_norm, out, bugs: FrozenSet[Bug] = frozenset()):
     B = bugs
     inv = 1.0 if Bug.UNSCALE_MISSING in B else 1.0 / loss_scale
     g = [x.float() * inv for x in grads]
-    found = any(not bool(torch.isfinite(x).all()) for x in g)
+    found = scaler and any(not bool(torch.isfinite(x).all()) for x in g)
     out["found_inf"].fill_(1.0 if found else 0.0)
     if found and Bug.SKIP_IGNORED not in B:
         return

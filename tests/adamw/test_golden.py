@@ -104,6 +104,17 @@ def test_an_inf_or_nan_anywhere_skips_every_tensor(bad):
         assert all(torch.equal(a, b) for a, b in zip(out[k], ref)), k
 
 
+def test_without_a_scaler_an_inf_is_not_checked_and_the_step_runs():
+    # a plain optimizer.step(): nothing skips, and the inf turns its parameter NaN
+    p, grads, m, v, _ = _state(7, 2)
+    grads[1].view(-1)[0] = float("inf")
+    out = golden.adamw(p, grads, None, m, v, None, lr=1e-2, beta1=0.9, beta2=0.999,
+                       eps=1e-8, weight_decay=0.1, step=2, steps=1, maximize=False,
+                       amsgrad=False, loss_scale=1.0, max_norm=0.0, scaler=False)
+    assert out["found_inf"].item() == 0
+    assert torch.isnan(out["params"][1].view(-1)[0]) and not torch.equal(out["params"][0], p[0])
+
+
 def test_master_weights_are_what_is_updated():
     p, grads, m, v, vmax = _state(9, 1)
     master = [x + 0.25 for x in p]  # the parameters themselves are ignored

@@ -85,7 +85,10 @@ def test_fused_declares_16_bit_parameters_with_fp32_moments_unsupported():
     ("beta2 = 1.5", "beta2", "must be in [0, 1)"),
     ("beta1 = -0.5", "beta1", "below the minimum"),
     ("grad_sizes = [7, 4]", "grad_sizes", "disagrees with sizes"),
-], ids=["lr", "beta1-one", "beta2", "beta1-negative", "lengths"])
+    ("scaler = false\nloss_scale = 8.0", "loss_scale", "needs scaler = true"),
+    ("scaler = false\ngrads = \"inf_one\"", "grads", "needs scaler = true"),
+], ids=["lr", "beta1-one", "beta2", "beta1-negative", "lengths", "scale-unscaled",
+        "inf-unscaled"])
 def test_bad_input_is_one_line_naming_file_and_key(tmp_path, capsys, line, key, says):
     assert_one_line_naming_file_and_key(
         tmp_path, capsys, f'op = "adamw"\n[[case]]\nname = "c"\ntags = ["ci"]\n'

@@ -3,7 +3,8 @@
 // clip_grad_norm_'s global-norm clipping fused in.
 //
 // A persistent cooperative grid walks the list's chunks (adamw.h) twice around one grid
-// barrier. Pass 1 reads every gradient: any inf or NaN, and with clipping the sum of
+// barrier (once, with no barrier, for a plain step without a GradScaler or clipping).
+// Pass 1 reads every gradient: any inf or NaN, and with clipping the sum of
 // squares, per block in a fixed order. Every block then reduces the per-block results in
 // the same fixed order (so all blocks agree on the skip and on the clip coefficient,
 // bitwise, run after run), and pass 2 updates each element for `steps` steps in fp32
@@ -136,53 +137,58 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(const AdamwParams p) {
   __shared__ float s_coef;
   __shared__ int s_found;
 
-  // ---- pass 1: the skip and the norm
-  // across chunks in double: a thread sums thousands of squares on a large list, and an
-  // fp32 sum's error (1e-5 of the norm on GPT-2 large) moved the clip coefficient past
-  // the bound
-  double sumsq = 0.0;
-  bool bad = false;
-  for (int64_t c = blockIdx.x; c < p.n_chunks; c += gridDim.x) {
-    const AdamwTensor &t = tensor_of(p, c);
-    const int64_t begin = (c - t.chunk_begin) * kAdamwChunk;
-    const int64_t end = min(begin + kAdamwChunk, t.numel);
-    const G *g = static_cast<const G *>(t.grad);
-    float sq = 0.f;  // a chunk's squares (16 vectors a thread) in fp32, the rest in double
-    for_chunk(t, begin, end, [&](int64_t i, int n) {
-      Vec4 v;
-      if (n == 4) v = load4(g + i); else v.x[0] = to_f(g[i]);
-      for (int k = 0; k < n; ++k) {
-        const float x = v.x[k] * p.inv_scale;
-        bad |= nonfinite(x);
-        sq = fmaf(x, x, sq);
-      }
-    });
-    sumsq += double(sq);
-  }
-  const int block_bad = __syncthreads_or(bad);
-  const double block_sq = p.clip ? block_sum(sumsq) : 0.0;
-  if (threadIdx.x == 0) {
-    p.partial_found[blockIdx.x] = block_bad;
-    p.partial_sumsq[blockIdx.x] = block_sq;
-  }
-  grid_barrier(p.barrier);
+  // ---- pass 1: the skip and the norm (a plain unclipped step has neither: one read)
+  if (p.scaler || p.clip) {
+    // across chunks in double: a thread sums thousands of squares on a large list, and
+    // an fp32 sum's error (1e-5 of the norm on GPT-2 large) moved the clip coefficient
+    // past the bound
+    double sumsq = 0.0;
+    bool bad = false;
+    for (int64_t c = blockIdx.x; c < p.n_chunks; c += gridDim.x) {
+      const AdamwTensor &t = tensor_of(p, c);
+      const int64_t begin = (c - t.chunk_begin) * kAdamwChunk;
+      const int64_t end = min(begin + kAdamwChunk, t.numel);
+      const G *g = static_cast<const G *>(t.grad);
+      float sq = 0.f;  // a chunk's squares (16 vectors a thread) in fp32, the rest in double
+      for_chunk(t, begin, end, [&](int64_t i, int n) {
+        Vec4 v;
+        if (n == 4) v = load4(g + i); else v.x[0] = to_f(g[i]);
+        for (int k = 0; k < n; ++k) {
+          const float x = v.x[k] * p.inv_scale;
+          bad |= nonfinite(x);
+          sq = fmaf(x, x, sq);
+        }
+      });
+      sumsq += double(sq);
+    }
+    const int block_bad = __syncthreads_or(bad && p.scaler);
+    const double block_sq = p.clip ? block_sum(sumsq) : 0.0;
+    if (threadIdx.x == 0) {
+      p.partial_found[blockIdx.x] = block_bad;
+      p.partial_sumsq[blockIdx.x] = block_sq;
+    }
+    grid_barrier(p.barrier);
 
-  // every block reduces the same values in the same order: the same verdict and norm
-  bool any = false;
-  double sq = 0.0;
-  for (int b = threadIdx.x; b < gridDim.x; b += kThreads) {
-    any |= __ldcg(p.partial_found + b) != 0;
-    sq += __ldcg(p.partial_sumsq + b);
+    // every block reduces the same values in the same order: the same verdict and norm
+    bool any = false;
+    double sq = 0.0;
+    for (int b = threadIdx.x; b < gridDim.x; b += kThreads) {
+      any |= __ldcg(p.partial_found + b) != 0;
+      sq += __ldcg(p.partial_sumsq + b);
+    }
+    const int found = __syncthreads_or(any);
+    const double total = p.clip ? block_sum(sq) : 0.0;
+    if (threadIdx.x == 0) {
+      s_found = found;
+      double coef = 1.0;
+      if (p.clip) coef = fmin(1.0, p.max_norm / (sqrt(total) + 1e-6));
+      s_coef = float(coef);
+    }
+  } else if (threadIdx.x == 0) {
+    s_found = 0;
+    s_coef = 1.f;
   }
-  const int found = __syncthreads_or(any);
-  const double total = p.clip ? block_sum(sq) : 0.0;
-  if (threadIdx.x == 0) {
-    s_found = found;
-    double coef = 1.0;
-    if (p.clip) coef = fmin(1.0, p.max_norm / (sqrt(total) + 1e-6));
-    s_coef = float(coef);
-    if (blockIdx.x == 0) *p.found_inf = found ? 1.f : 0.f;
-  }
+  if (threadIdx.x == 0 && blockIdx.x == 0) *p.found_inf = s_found ? 1.f : 0.f;
   if (threadIdx.x < p.steps) {
     const double t = double(p.step + threadIdx.x);
     s_step_size[threadIdx.x] = float(double(p.lr) / (1.0 - pow(p.beta1_d, t)));

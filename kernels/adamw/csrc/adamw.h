@@ -33,6 +33,7 @@ struct AdamwParams {
   int64_t n_chunks;
   DType param_dtype, grad_dtype;
   bool master, amsgrad, maximize, clip;
+  bool scaler;                 // GradScaler's skip on an inf or NaN (else a plain step)
   // 1 - beta and 1 - lr * weight_decay come from the host in double: formed in fp32 from
   // a rounded beta2 = 0.999, 1 - beta2 is 1.3e-5 off (20 ulps in v)
   float lr, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, decay;

@@ -80,7 +80,7 @@ void adamw_step(py::handle params_obj, py::handle grads_obj, py::handle master_o
                 py::handle exp_avg_obj, py::handle exp_avg_sq_obj, py::handle max_obj,
                 const at::Tensor &found_inf, double lr, double beta1, double beta2,
                 double eps, double weight_decay, int64_t step, int64_t steps, bool maximize,
-                bool amsgrad, double loss_scale, double max_norm) {
+                bool amsgrad, bool scaler, double loss_scale, double max_norm) {
   const auto params = borrow(params_obj, "params");
   const auto grads = borrow(grads_obj, "grads");
   const auto master = borrow(master_obj, "master");
@@ -100,6 +100,7 @@ void adamw_step(py::handle params_obj, py::handle grads_obj, py::handle master_o
               kAdamwMaxSteps, "], got ", steps);
   TORCH_CHECK(step >= 1, "step must be at least 1, got ", step);
   TORCH_CHECK(loss_scale > 0, "loss_scale must be positive, got ", loss_scale);
+  TORCH_CHECK(scaler || loss_scale == 1.0, "a loss scale needs the scaler, got ", loss_scale);
   if (n == 0) {
     found_inf.zero_();
     return;
@@ -154,6 +155,7 @@ void adamw_step(py::handle params_obj, py::handle grads_obj, py::handle master_o
   a.amsgrad = amsgrad;
   a.maximize = maximize;
   a.clip = max_norm > 0;
+  a.scaler = scaler;
   a.lr = float(lr);
   a.beta1 = float(beta1);
   a.beta2 = float(beta2);
@@ -186,5 +188,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("exp_avg_sq"), py::arg("max_exp_avg_sq"), py::arg("found_inf"),
         py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"),
         py::arg("weight_decay"), py::arg("step"), py::arg("steps"), py::arg("maximize"),
-        py::arg("amsgrad"), py::arg("loss_scale"), py::arg("max_norm"));
+        py::arg("amsgrad"), py::arg("scaler"), py::arg("loss_scale"), py::arg("max_norm"));
 }
