@@ -64,11 +64,31 @@ def flat(v) -> torch.Tensor:
     return v
 
 
+# Elements per slice of the float64 comparisons: their temporaries stay near a GB however
+# large the output (16384 x 151936 logits compared whole needed 80 GB beside the golden).
+CHUNK = 1 << 25
+
+
+def _slices(n: int):
+    for start in range(0, n, CHUNK):
+        yield slice(start, min(start + CHUNK, n))
+
+
+def _abs_max(t: torch.Tensor) -> float:
+    """max |t| (NaN if t holds one, 0 when empty), slice by slice."""
+    t = t.reshape(-1)
+    if not t.numel():
+        return 0.0
+    return torch.stack([t[sl].abs().max().to(torch.float64)
+                        for sl in _slices(t.numel())]).max().item()
+
+
 def golden_scale(golden) -> float:
     """max|golden| of a tensor or a list, 1 where it is 0 or empty: what errors are
     normalized by."""
-    g = flat(golden) if isinstance(golden, (list, tuple)) else golden
-    scale = g.abs().max().item() if g.numel() else 0.0
+    parts = list(golden) if isinstance(golden, (list, tuple)) else [golden]
+    maxima = [_abs_max(x) for x in parts]
+    scale = max(maxima, key=lambda m: (math.isnan(m), m)) if maxima else 0.0
     return scale if scale > 0 else 1.0
 
 
@@ -84,20 +104,32 @@ def _list_index(flat_index: int, shapes) -> str:
 
 def normalized_error(actual, golden) -> float:
     """max |actual - golden| / max |golden|; inf if any element is not finite."""
-    actual, golden = flat(actual), flat(golden)
-    a = actual.to(device=golden.device, dtype=torch.float64)
-    scale = golden.abs().max().item() if golden.numel() else 0.0
-    scale = scale if scale > 0 else 1.0
-    diff = (a - golden).abs()
-    if not torch.isfinite(diff).all():
-        return float("inf")
-    return diff.max().item() / scale if diff.numel() else 0.0
+    actual, golden = flat(actual).reshape(-1), flat(golden).reshape(-1)
+    scale = golden_scale(golden)
+    worst = 0.0
+    for sl in _slices(golden.numel()):
+        diff = (actual[sl].to(device=golden.device, dtype=torch.float64)
+                - golden[sl].to(torch.float64)).abs()
+        if not torch.isfinite(diff).all():
+            return float("inf")
+        worst = max(worst, diff.max().item())
+    return worst / scale
+
+
+def _later_is_worse(best: Optional[float], v: float) -> bool:
+    """Whether a later slice's largest error v displaces best: a NaN beats any number and
+    the first of equals stays (torch.argmax over the whole would pick the same)."""
+    if best is None:
+        return True
+    if math.isnan(best):
+        return False
+    return math.isnan(v) or v > best
 
 
 def check_output(spec: OutputSpec, actual, golden, ref_err: float, case_dtype: torch.dtype,
                  cond_err: float = 0.0, is_yardstick: bool = False) -> OutputCheck:
     """The verdict of one output: a tensor, or a list of tensors compared as a whole (their
-    worst index names the tensor, "[i][j, k]")."""
+    worst index names the tensor, "[i][j, k]"). Computed slice by slice (CHUNK)."""
     name = spec.name
     if isinstance(golden, (list, tuple)):
         shapes_a = [tuple(x.shape) for x in actual] if isinstance(actual, (list, tuple)) \
@@ -113,32 +145,48 @@ def check_output(spec: OutputSpec, actual, golden, ref_err: float, case_dtype: t
     if tuple(actual.shape) != tuple(golden.shape):
         raise AssertionError(f"{name}: shape {tuple(actual.shape)} but golden has "
                              f"{tuple(golden.shape)}")
-    n_unwritten = int(is_poison(actual).sum())
-    a = actual.to(device=golden.device, dtype=torch.float64)
     scale = golden_scale(golden)
-    diff = (a - golden).abs()
-    finite = torch.isfinite(a)
-    n_nonfinite = int((~finite).sum()) - n_unwritten
-    diff = torch.where(finite, diff, torch.full_like(diff, float("inf")))
     allowed = tolerances.allowed_error(spec.tol_class, actual.dtype, case_dtype, ref_err,
                                        cond_err, is_yardstick, scale)
+    act, gold = actual.reshape(-1), golden.reshape(-1)
+    n_unwritten = n_nonfinite = n_bad = 0
+    first_unwritten = None
+    best, fi = None, 0
+    rel_maxima, sq_err, sq_gold = [], 0.0, 0.0
+    for sl in _slices(numel):
+        poisoned = is_poison(act[sl])
+        n_poison = int(poisoned.sum())
+        if n_poison and first_unwritten is None:
+            first_unwritten = sl.start + int(poisoned.nonzero()[0])
+        n_unwritten += n_poison
+        a = act[sl].to(device=gold.device, dtype=torch.float64)
+        g = gold[sl]
+        finite = torch.isfinite(a)
+        n_nonfinite += int((~finite).sum())
+        diff = torch.where(finite, (a - g).abs(), torch.full_like(a, float("inf")))
+        i = int(diff.argmax())
+        v = diff[i].item()
+        if _later_is_worse(best, v):
+            best, fi = v, sl.start + i
+        rel_maxima.append((diff / g.abs().clamp_min(1e-3 * scale)).max())
+        sq_err += float(torch.where(finite, a - g, torch.zeros_like(a)).square().sum())
+        sq_gold += float(g.square().sum())
+        n_bad += int((diff > allowed * scale).sum())
+    n_nonfinite -= n_unwritten
     if numel:
-        fi = int(diff.argmax())
-        max_abs = diff.reshape(-1)[fi].item()
-        max_rel = (diff / golden.abs().clamp_min(1e-3 * scale)).max().item()
-        gnorm = golden.norm().item()
-        rel_l2 = (torch.where(finite, a - golden, torch.zeros_like(a)).norm().item()
-                  / (gnorm if gnorm > 0 else 1.0))
+        max_abs = best
+        max_rel = torch.stack(rel_maxima).max().item()
+        gnorm = math.sqrt(sq_gold)
+        rel_l2 = math.sqrt(sq_err) / (gnorm if gnorm > 0 else 1.0)
         worst = where(fi)
     else:
         max_abs = max_rel = rel_l2 = 0.0
         worst = "[]"
     err = max_abs / scale
-    n_bad = int((diff > allowed * scale).sum())
 
     failure, message = None, ""
     if n_unwritten:
-        first = where(int(is_poison(actual).reshape(-1).nonzero()[0]))
+        first = where(first_unwritten)
         failure = FailureKind.UNWRITTEN
         message = (f"unwritten output {name}: {n_unwritten} of {numel} elements still hold "
                    f"the poison NaN (first at {first}): never written, or accumulated into "
@@ -155,8 +203,8 @@ def check_output(spec: OutputSpec, actual, golden, ref_err: float, case_dtype: t
     return OutputCheck(name=name, tol_class=spec.tol_class.value, numel=numel, scale=scale,
                        err=err, ref_err=ref_err, cond_err=cond_err, allowed=allowed,
                        max_abs=max_abs, max_rel=max_rel, rel_l2=rel_l2, n_bad=n_bad,
-                       n_nonfinite=n_nonfinite,                       n_unwritten=n_unwritten, worst_index=worst, failure=failure,
-                       message=message)
+                       n_nonfinite=n_nonfinite, n_unwritten=n_unwritten, worst_index=worst,
+                       failure=failure, message=message)
 
 
 def snapshot(tensors: Mapping[str, Optional[torch.Tensor]]) -> dict:
@@ -209,7 +257,7 @@ def classify_determinism(first: Mapping[str, torch.Tensor],
             if bitwise_equal(t, first[name]):
                 continue
             differs = True
-            d = normalized_error(t, flat(first[name]).to(torch.float64))
+            d = normalized_error(t, first[name])
             if d >= spread:
                 spread, worst = d, name
             if normalized_error(t, golden[name]) > allowed[name]:

@@ -294,3 +294,28 @@ def test_allowance_includes_the_conditioning_term():
     cond = {o["name"]: o["cond_err"] for o in calm.outputs}
     dx = next(o for o in row.outputs if o["name"] == "dx")
     assert dx["cond_err"] > 2 * cond["dx"]  # large inputs are worse conditioned
+
+
+@pytest.mark.parametrize("kind", ["mismatch", "nonfinite", "unwritten", "list"])
+def test_the_sliced_comparison_gives_what_the_whole_one_does(monkeypatch, kind):
+    # outputs too large for one float64 pass are compared in slices of CHUNK elements;
+    # every metric, the worst index and the first unwritten element must not depend on it
+    from suite import verdicts
+    from suite.opspec import OutputSpec
+
+    g = torch.linspace(-3, 5, 1000, dtype=torch.float64).reshape(10, 100)
+    a = g.to(torch.bfloat16)
+    a.view(-1)[[37, 512, 513]] += torch.tensor([0.5, -0.75, 0.75], dtype=torch.bfloat16)
+    if kind == "nonfinite":
+        a.view(-1)[[640, 900]] = float("inf")
+    if kind == "unwritten":
+        poison_(a.view(-1)[[700, 701, 999]])
+    args = ([a[:3], a[3:]], [g[:3], g[3:]]) if kind == "list" else (a, g)
+    spec = OutputSpec("x", TolClass.ELEMENTWISE)
+    whole = verdicts.check_output(spec, *args, 1e-3, torch.bfloat16)
+    monkeypatch.setattr(verdicts, "CHUNK", 7)
+    sliced = verdicts.check_output(spec, *args, 1e-3, torch.bfloat16)
+    assert sliced.as_row() == pytest.approx(whole.as_row(), rel=1e-12)
+    assert sliced.message == whole.message and sliced.failure == whole.failure
+    assert whole.failure is not None  # each kind is a failure the slices must find too
+    assert verdicts.normalized_error(*args) == whole.err or kind != "mismatch"
