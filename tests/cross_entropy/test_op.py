@@ -138,3 +138,18 @@ def test_bad_input_is_one_line_naming_file_and_key(tmp_path, capsys, line, key, 
         tmp_path, capsys, f'op = "cross_entropy"\n[defaults]\nbatch = 4\n[[case]]\n'
                           f'name = "c"\ntags = ["ci"]\nseq = 8\nvocab = 32\n{line}\n',
         key, says)
+
+
+def test_smoothing_1_on_logits_their_spacing_makes_equal_is_not_fuzzed():
+    # fuzzed torch_ref (seeds 1, 2): bf16 logits of -1000 +- 1 (spacing 4) or -160 +- 1
+    # (spacing 1) round to one value, the exact gradient against the uniform target is
+    # 1e-14, and every implementation's rounding is 1e10 times that
+    bounds = SPEC.params.fuzz_bounds
+    for mean in (-1000.0, -160.0):
+        p = params(dtype="bfloat16", vocab=8, logit_mean=mean, label_smoothing=1.0)
+        assert bounds(p, "cpu")[0] == "label_smoothing"
+    # spread logits keep a gradient: drawn
+    assert bounds(params(dtype="bfloat16", vocab=8, logit_mean=-1.0, label_smoothing=1.0),
+                  "cpu") is None
+    assert bounds(params(dtype="float32", vocab=8, logit_mean=-1000.0, label_smoothing=1.0),
+                  "cpu") is None

@@ -319,3 +319,20 @@ def test_the_sliced_comparison_gives_what_the_whole_one_does(monkeypatch, kind):
     assert sliced.message == whole.message and sliced.failure == whole.failure
     assert whole.failure is not None  # each kind is a failure the slices must find too
     assert verdicts.normalized_error(*args) == whole.err or kind != "mismatch"
+
+
+def test_the_ceiling_never_sits_below_two_subnormal_spacings():
+    """An fp16 output of 8e-6 (PyTorch's cross entropy dlogits at V = 1 with z-loss) has
+    subnormal neighbours 6e-8 apart, 0.72% of it: a same-dtype computation rounding twice
+    there errs 1.5 spacings, over the 1% cap, and is not wrong; 3 spacings still fail."""
+    step = torch.finfo(torch.float16).smallest_normal * torch.finfo(torch.float16).eps
+    scale = 8.26e-6
+    cap = tolerances.ceiling(TolClass.ELEMENTWISE, torch.float16, torch.float16, 0.0, scale)
+    assert cap >= 2 * step / scale > tolerances.CEILINGS[torch.float16]
+    assert tolerances.allowed_error(TolClass.ELEMENTWISE, torch.float16, torch.float16,
+                                    1.5 * step / scale, is_yardstick=True,
+                                    scale=scale) >= 1.5 * step / scale
+    assert cap < 3 * step / scale
+    # a normal-range output keeps the dtype's cap
+    assert tolerances.ceiling(TolClass.ELEMENTWISE, torch.float16, torch.float16, 0.0,
+                              1.0) == tolerances.CEILINGS[torch.float16]
