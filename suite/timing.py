@@ -296,7 +296,7 @@ def time_call(fn: Callable[[], object], device: torch.device | str, *, warmup: i
     fewer once the samples have taken more than `max_time_s` (but at least 3, or 1 when a
     single call overruns the budget), each after an L2 flush of the kind `l2_flush` names
     (CUDA only; module docstring). `setup()`, if given, runs before every call, warm-up
-    included, outside the timed region (fresh copies of inputs an op updates in place).
+    included, outside the timed region (restoring inputs an op updates in place).
     Every sample is kept. That `fn` does real work (no
     all-zero inputs, no skipped kernels) is the caller's job."""
     check_l2_flush(l2_flush)

@@ -1,6 +1,6 @@
 """The in-place contract (OpSpec.mutates, OpSpec.consumes) and list inputs, on the adamw
 op: updated copies are checked as outputs, consumed ones are scratch, each call starts
-afresh."""
+from the case's values."""
 
 import dataclasses
 from types import MappingProxyType
@@ -15,7 +15,7 @@ from suite.cases import Case
 from suite.outcomes import Determinism, FailureKind, Verdict
 from suite.registry import Implementation
 from suite.roofline import Ceilings
-from suite.runner import CaseContext, RunOptions, run_item
+from suite.runner import CaseContext, RunOptions, run_item, timed_call
 
 SPEC = registry.op("adamw")
 CPU = torch.device("cpu")
@@ -144,3 +144,36 @@ def test_master_weights_and_their_cast():
     row = run(forgets_the_cast, case)
     assert row.verdict is Verdict.FAIL and "params mismatch" in row.reason
     assert "master" not in row.reason
+
+
+def test_timed_calls_step_the_same_tensors_from_the_case_values():
+    """Timing restores the case's values into copies made once (a training loop steps the
+    same tensors); each call still starts from the case's values, and an element the
+    implementation replaced does not stay in the list."""
+    seen = []
+
+    def records(*, params, grads, **kw):
+        seen.append(([id(p) for p in params], [p.clone() for p in params],
+                     [g.clone() for g in grads]))
+        torch_ref(params=params, grads=grads, **kw)
+        for g in grads:
+            g.fill_(float("nan"))
+        params[0] = params[0].clone()  # replaced: the next call must get the kept tensor
+
+    opts = RunOptions(device=CPU, golden_device=CPU, repeats=1, timing=False)
+    ctx = CaseContext(SPEC, make_case(), opts)
+    impl = Implementation(op="adamw", name="under_test", fn=records, kind="external")
+    call = timed_call(SPEC, impl, ctx.inputs, ctx.case.params)
+    for _ in range(3):
+        call.setup()
+        call()
+    ids, first_p, first_g = seen[0]
+    case_p, case_g = ctx.inputs.tensors["params"], ctx.inputs.tensors["grads"]
+    for later_ids, p, g in seen[1:]:
+        assert later_ids == ids
+        assert all(torch.equal(a, b) for a, b in zip(p, first_p))
+        assert all(torch.equal(a, b) for a, b in zip(g, first_g))
+    assert all(torch.equal(a, b) for a, b in zip(first_p, case_p))
+    assert all(torch.equal(a, b) for a, b in zip(first_g, case_g))
+    assert all(not a.isnan().any() for a in case_g)  # the case's own never handed out
+    assert all(id(a) not in ids for a in case_p)

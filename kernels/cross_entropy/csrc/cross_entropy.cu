@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(kMaxThreads) ce_row_kernel(CrossEntropyParams 
     float v[kN];
     load<T, kN>(x + i * kN, v);
     if constexpr (kCap) ce::cap_all(v, p.softcap);
-    ce::accumulate(a, v);
+    ce::accumulate(a, v, p.label_smoothing != 0.f);
   }
   a = ce::block_merge(a);  // its barrier also publishes sm_xy
   wait_for_primary();      // the count, for a mean

@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kThreads) ce_resident_kernel(CrossEntropyParam
     float v[kN];
     ce::unpack<T, kN>(rowpipe::lds16(smem + i * 16), v);
     if constexpr (kCap) ce::cap_all(v, p.softcap);
-    ce::accumulate(a, v);
+    ce::accumulate(a, v, p.label_smoothing != 0.f);
   }
   a = ce::block_merge(a);
   const bool in_range = y >= 0 && y < p.vocab;

@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "../../common/csrc/convert.cuh"
 #include "cross_entropy.h"
@@ -84,9 +85,20 @@ __device__ __forceinline__ void unpack(const uint4 &raw, float (&v)[kN]) {
 template <typename T, int kN>
 __device__ __forceinline__ uint4 pack(const float (&g)[kN]) {
   uint4 raw;
-  T *e = reinterpret_cast<T *>(&raw);
+  if constexpr (std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>) {
+    // two elements a conversion instruction (cvt.rn.bf16x2.f32), the same rounding
+    using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+    T2 *e = reinterpret_cast<T2 *>(&raw);
 #pragma unroll
-  for (int j = 0; j < kN; ++j) e[j] = from_f<T>(g[j]);
+    for (int j = 0; j < kN / 2; ++j) {
+      if constexpr (std::is_same_v<T, __half>) e[j] = __floats2half2_rn(g[2 * j], g[2 * j + 1]);
+      else e[j] = __floats2bfloat162_rn(g[2 * j], g[2 * j + 1]);
+    }
+  } else {
+    T *e = reinterpret_cast<T *>(&raw);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) e[j] = from_f<T>(g[j]);
+  }
   return raw;
 }
 
@@ -98,8 +110,10 @@ __device__ __forceinline__ void cap_all(float (&v)[kN], float cap) {
 }
 
 // A thread's partial over kN more (capped) logits: its max first, so one exp an element.
+// The sum of the logits only where label smoothing needs it (sum_x; else sx stays 0): the
+// row kernels issue close to one instruction a cycle, so each one an element counts.
 template <int kN>
-__device__ __forceinline__ void accumulate(Partial &a, const float (&v)[kN]) {
+__device__ __forceinline__ void accumulate(Partial &a, const float (&v)[kN], bool sum_x) {
   float lm = v[0];
 #pragma unroll
   for (int j = 1; j < kN; ++j) lm = fmaxf(lm, v[j]);
@@ -108,9 +122,10 @@ __device__ __forceinline__ void accumulate(Partial &a, const float (&v)[kN]) {
     a.m = lm;
   }
 #pragma unroll
-  for (int j = 0; j < kN; ++j) {
-    a.s += exp2f((v[j] - a.m) * kLog2e);
-    a.sx += v[j];
+  for (int j = 0; j < kN; ++j) a.s += exp2f((v[j] - a.m) * kLog2e);
+  if (sum_x) {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) a.sx += v[j];
   }
 }
 
@@ -119,6 +134,8 @@ struct RowGrad {
   float m, ls;  // lse = m + ls, kept apart: (x - m) - ls is exact near the max
   float pz;     // 1 + 2 z lse (the z-loss)
   float smooth, hit, coef;
+  // folded for the uncapped gradient, two FMAs an element: ls log2(e), coef pz, coef eps/V
+  float ls2, cpz, csmooth;
 };
 
 // The row's loss (fp32; NaN for a target outside [0, V)) and its gradient terms. xy: the
@@ -139,7 +156,8 @@ __device__ __forceinline__ RowGrad row_grad(const CrossEntropyParams &p, int64_t
   if (p.reduction == CeReduction::kNone) coef = p.grad_loss[row];
   else if (p.reduction == CeReduction::kSum) coef = *p.grad_loss;
   else coef = __fdiv_rn(*p.grad_loss, float(max(*p.count, 1)));  // IEEE, not fast-math's
-  return {a.m, ls, 1.f + 2.f * z * lse, __fdiv_rn(eps, V), 1.f - eps, coef};
+  const float pz = 1.f + 2.f * z * lse, smooth = __fdiv_rn(eps, V);
+  return {a.m, ls, pz, smooth, 1.f - eps, coef, ls * kLog2e, coef * pz, coef * smooth};
 }
 
 // dl/dx_j = coef (p_j (1 + 2 z lse) - eps / V - (1 - eps) [j == y]), times 1 - tanh^2
@@ -147,18 +165,30 @@ __device__ __forceinline__ RowGrad row_grad(const CrossEntropyParams &p, int64_t
 template <int kN, bool kCap>
 __device__ __forceinline__ void grad_of(const RowGrad &r, const float (&raw)[kN], int64_t c0,
                                         int64_t y, float cap, float (&g)[kN]) {
+  if constexpr (!kCap) {
+    // coef (p pz - eps / V) as one FMA on p; the target's column (one a row, compared
+    // once a vector) again in the unfolded order, where p - 1 may cancel
 #pragma unroll
-  for (int j = 0; j < kN; ++j) {
-    float v = raw[j], dcap = 1.f;
-    if constexpr (kCap) {
-      const double t = tanh_of(raw[j], cap);
-      v = float(double(cap) * t);
-      dcap = float(1.0 - t * t);
+    for (int j = 0; j < kN; ++j)
+      g[j] = fmaf(exp2f(fmaf(raw[j] - r.m, kLog2e, -r.ls2)), r.cpz, -r.csmooth);
+    const uint64_t k = uint64_t(y - c0);
+    if (k < uint64_t(kN)) {
+#pragma unroll
+      for (int j = 0; j < kN; ++j) {
+        if (uint64_t(j) != k) continue;
+        const float pj = exp2f(fmaf(raw[j] - r.m, kLog2e, -r.ls2));
+        g[j] = r.coef * (fmaf(pj, r.pz, -r.smooth) - r.hit);
+      }
     }
-    float d = exp2f(((v - r.m) - r.ls) * kLog2e) * r.pz - r.smooth;
-    if (c0 + j == y) d -= r.hit;
-    if constexpr (kCap) d *= dcap;
-    g[j] = r.coef * d;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) {
+      const double t = tanh_of(raw[j], cap);
+      const float v = float(double(cap) * t), dcap = float(1.0 - t * t);
+      float d = exp2f(((v - r.m) - r.ls) * kLog2e) * r.pz - r.smooth;
+      if (c0 + j == y) d -= r.hit;
+      g[j] = r.coef * (d * dcap);
+    }
   }
 }
 
