@@ -30,6 +30,11 @@ constexpr int kThreads = 256;
 constexpr int kSliceTarget = 64 * 1024;
 constexpr int kMaxCluster = 8;
 constexpr int kSliceMax = 200 * 1024;
+// Commit groups of a CTA's copies when a cluster holds the row: the reduction starts when
+// the first has landed, so the cluster's barrier, which every CTA of the row waits at,
+// comes sooner after the last. One group without a cluster, where 3 CTAs an SM already
+// overlap one's reduction with the others' copies (groups measured slower there).
+constexpr int kClusterGroups = 8;
 
 __device__ __forceinline__ unsigned cluster_rank() {
   unsigned r;
@@ -62,8 +67,26 @@ __device__ __forceinline__ float4 ld_peer(unsigned a, unsigned rank) {
   return v;
 }
 
+// Waits until this thread's copy groups 0..gi have landed (of kG committed); gi is a
+// constant once the caller's loop is unrolled.
+template <int kG>
+__device__ __forceinline__ void wait_groups_left(int gi) {
+  static_assert(kG >= 1 && kG <= 8, "wait_group takes an immediate");
+  switch (kG - 1 - gi) {
+    case 7: rowpipe::cp_async_wait<7>(); break;
+    case 6: rowpipe::cp_async_wait<6>(); break;
+    case 5: rowpipe::cp_async_wait<5>(); break;
+    case 4: rowpipe::cp_async_wait<4>(); break;
+    case 3: rowpipe::cp_async_wait<3>(); break;
+    case 2: rowpipe::cp_async_wait<2>(); break;
+    case 1: rowpipe::cp_async_wait<1>(); break;
+    default: rowpipe::cp_async_wait<0>(); break;
+  }
+}
+
 // One row per cluster; CTA `rank` holds vectors [rank * slice_vecs, + slice_vecs) of it.
-template <typename T, bool kCap>
+// kGroups: commit groups of its copies (1 without a cluster; kClusterGroups with one).
+template <typename T, bool kCap, int kGroups>
 __global__ void __launch_bounds__(kThreads) ce_resident_kernel(CrossEntropyParams p,
                                                                  int slice_vecs) {
   constexpr int kN = 16 / int(sizeof(T));
@@ -88,17 +111,45 @@ __global__ void __launch_bounds__(kThreads) ce_resident_kernel(CrossEntropyParam
     return;
   }
   const unsigned smem = rowpipe::smem_addr(row_smem);
-  for (int i = threadIdx.x; i < mine; i += kThreads)
-    rowpipe::cp_async16(smem + i * 16, x + i * kN, 16);
-  rowpipe::cp_async_commit();
-  rowpipe::cp_async_wait<0>();
-
+  const bool sum_x = p.label_smoothing != 0.f;
   ce::Partial a;
-  for (int i = threadIdx.x; i < mine; i += kThreads) {
-    float v[kN];
-    ce::unpack<T, kN>(rowpipe::lds16(smem + i * 16), v);
-    if constexpr (kCap) ce::cap_all(v, p.softcap);
-    ce::accumulate(a, v, p.label_smoothing != 0.f);
+  if constexpr (kGroups == 1) {
+    for (int i = threadIdx.x; i < mine; i += kThreads)
+      rowpipe::cp_async16(smem + i * 16, x + i * kN, 16);
+    rowpipe::cp_async_commit();
+    rowpipe::cp_async_wait<0>();
+    for (int i = threadIdx.x; i < mine; i += kThreads) {
+      float v[kN];
+      ce::unpack<T, kN>(rowpipe::lds16(smem + i * 16), v);
+      if constexpr (kCap) ce::cap_all(v, p.softcap);
+      ce::accumulate(a, v, sum_x);
+    }
+  } else {
+    // The copies in kGroups commit groups, reduced group by group as they land: the
+    // reduction of a thread's first vectors overlaps the flight of its last (the same
+    // vectors in the same order as one group takes them).
+    const int per = (slice_vecs + kThreads - 1) / kThreads;  // vectors a thread, at most
+    const int per_group = (per + kGroups - 1) / kGroups;
+#pragma unroll
+    for (int gi = 0; gi < kGroups; ++gi) {
+      for (int k = gi * per_group; k < min(per, (gi + 1) * per_group); ++k) {
+        const int i = int(threadIdx.x) + k * kThreads;
+        if (i < mine) rowpipe::cp_async16(smem + i * 16, x + i * kN, 16);
+      }
+      rowpipe::cp_async_commit();
+    }
+#pragma unroll
+    for (int gi = 0; gi < kGroups; ++gi) {
+      wait_groups_left<kGroups>(gi);
+      for (int k = gi * per_group; k < min(per, (gi + 1) * per_group); ++k) {
+        const int i = int(threadIdx.x) + k * kThreads;
+        if (i >= mine) break;
+        float v[kN];
+        ce::unpack<T, kN>(rowpipe::lds16(smem + i * 16), v);
+        if constexpr (kCap) ce::cap_all(v, p.softcap);
+        ce::accumulate(a, v, sum_x);
+      }
+    }
   }
   a = ce::block_merge(a);
   const bool in_range = y >= 0 && y < p.vocab;
@@ -150,7 +201,8 @@ __global__ void __launch_bounds__(kThreads) ce_resident_kernel(CrossEntropyParam
 template <typename T, bool kCap>
 cudaError_t launch(const CrossEntropyParams &p, int cluster, int slice_vecs, bool after_count,
                    cudaStream_t stream) {
-  auto *kernel = &ce_resident_kernel<T, kCap>;
+  auto *kernel = cluster > 1 ? &ce_resident_kernel<T, kCap, kClusterGroups>
+                             : &ce_resident_kernel<T, kCap, 1>;
   // per call: the attribute belongs to the current device
   const cudaError_t attr = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSliceMax);
