@@ -168,7 +168,7 @@ class OpSpec:
 
     @property
     def copied(self) -> tuple:
-        """Inputs every call gets fresh copies of: those it updates and those it consumes."""
+        """Inputs every call gets copies of: those it updates and those it consumes."""
         return self.mutates + self.consumes
 
     def call(self, fn, inputs: CaseInputs, params: Mapping, allocate) -> dict:

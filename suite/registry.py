@@ -58,7 +58,7 @@ class Implementation:
     origin: str = ""
     # output name -> input name: the implementation writes that output into the input's
     # storage (Liger's cross entropy writes dlogits into the logits). The harness hands it
-    # a fresh copy of the input, outside the timed region, with out[output] the same
+    # a copy of the input, outside the timed region, with out[output] the same
     # tensor; docs/contract.md#outputs-written-into-an-input
     in_place: Mapping[str, str] = field(default_factory=dict)
 

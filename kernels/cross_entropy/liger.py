@@ -5,7 +5,7 @@ kernel (one program per row: an online max and sum over the row, then a second r
 the row for the gradient); its backward then scales that gradient by the upstream
 gradient: in place for a scalar (skipped when it is exactly 1), into a new tensor for
 reduction none. It is an in-place implementation (`in_place = {"dlogits": "logits"}`):
-the suite hands it a fresh copy of the logits, outside the timed region, and checks that
+the suite hands it a copy of the logits, outside the timed region, and checks that
 copy as dlogits. Its per-token losses are kept in the logits dtype and summed there.
 Liger has no alignment entry point: the targets go through `ops.cross_entropy.aligned`.
 It counts the non-ignored tokens on the host (`.item()`, one sync a call). Registered
