@@ -14,11 +14,11 @@ implementation must overwrite completely. The harness owns allocation so that an
 the implementation never wrote is found by its poison bit pattern ("unwritten output").
 
 An op may declare inputs that the implementation updates in place (`mutates`, an optimizer's
-parameters and moments): each call gets copies holding the case's values (never poisoned: they are read
-too), and after the call those copies are its outputs of the same name. Inputs it may
-overwrite as scratch (`consumes`, an optimizer's gradients) are copied the same way, and not
-checked afterwards. An input may be a
-list of tensors (a model's parameter list), for multi-tensor implementations.
+parameters and moments): each call gets copies holding the case's values (never poisoned:
+they are read too), and after the call those copies are its outputs of the same name.
+Inputs it may overwrite as scratch (`consumes`, an optimizer's gradients) are copied the
+same way, and not checked afterwards. An input may be a list of tensors (a model's
+parameter list), for multi-tensor implementations.
 """
 
 from __future__ import annotations
@@ -137,11 +137,13 @@ class OpSpec:
     diagnosis: Optional[Any] = None
 
     # names of inputs the implementation updates in place (each also an output name):
-    # every call gets copies holding the case's values, and the updated copies are checked against the golden
+    # every call gets copies holding the case's values, and the updated copies are checked
+    # against the golden
     mutates: tuple = ()
     # names of inputs the implementation may overwrite as scratch (an optimizer's
     # gradients, which GradScaler unscales and clipping scales in place): every call gets
-    # copies of the case's values, outside the timed region, and their values after the call are not checked
+    # copies of the case's values, outside the timed region, and their values after the
+    # call are not checked
     consumes: tuple = ()
 
     # statistics of one checked item, stored as JSON in the row's stats_json:

@@ -182,11 +182,16 @@ def _copy(t: torch.Tensor) -> torch.Tensor:
     return c.copy_(t)
 
 
+def _copied_names(spec: OpSpec, also: Sequence[str]) -> tuple:
+    """The inputs a call gets copies of: those the op updates or consumes, and `also`."""
+    return spec.copied + tuple(also)
+
+
 def fresh_inputs(spec: OpSpec, inputs: CaseInputs, also: Sequence[str] = ()) -> CaseInputs:
     """`inputs` with fresh copies of those the op updates in place or consumes, and of
     `also` (the others shared): every call, repeats and timed samples included, starts
     from the case's values."""
-    names = spec.copied + tuple(also)
+    names = _copied_names(spec, also)
     if not names:
         return inputs
     tensors = dict(inputs.tensors)
@@ -195,10 +200,12 @@ def fresh_inputs(spec: OpSpec, inputs: CaseInputs, also: Sequence[str] = ()) -> 
     return CaseInputs(tensors=tensors, attrs=inputs.attrs)
 
 
-def restore_(copies: CaseInputs, inputs: CaseInputs, names: Sequence[str]) -> None:
-    """Copy the case's values of `names` back into `copies` (made by `fresh_inputs`), in
-    place: the same tensors step after step, as a training loop's optimizer sees them."""
-    for k in names:
+def restore_(copies: CaseInputs, spec: OpSpec, inputs: CaseInputs,
+             also: Sequence[str] = ()) -> None:
+    """Copy the case's values back into `copies` (made by `fresh_inputs` with the same
+    `also`), in place: the same tensors step after step, as a training loop's optimizer
+    sees them."""
+    for k in _copied_names(spec, also):
         dst, src = copies.tensors[k], inputs.tensors[k]
         if isinstance(dst, (list, tuple)):
             pairs = [(d, s) for d, s in zip(dst, src) if isinstance(d, torch.Tensor)]
@@ -220,7 +227,6 @@ def timed_call(spec: OpSpec, impl: Implementation, inputs: CaseInputs,
     aliases = dict(impl.in_place)
     keep = _Aliased(aliases)  # outputs allocated once, not poisoned; aliased ones bound
     if spec.copied or aliases:
-        names = spec.copied + tuple(aliases.values())
         state = {"inputs": inputs, "copies": None}
 
         def setup():
@@ -228,7 +234,7 @@ def timed_call(spec: OpSpec, impl: Implementation, inputs: CaseInputs,
             if copies is None:
                 copies = state["copies"] = fresh_inputs(spec, inputs, also=aliases.values())
             else:
-                restore_(copies, inputs, names)
+                restore_(copies, spec, inputs, also=aliases.values())
             # new list objects each call: an implementation that replaced a list's
             # element does not leave it there for the next call
             state["inputs"] = CaseInputs(
