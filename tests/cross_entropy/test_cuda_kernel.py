@@ -41,8 +41,10 @@ def test_launches_per_reduction(reduction, launches):
     assert n == launches
 
 
-def test_bitwise_over_repeats_with_every_feature():
-    _, inputs = _inputs(vocab=50257, seq=128, dtype="bfloat16", label_smoothing=0.1,
+# 50257: the streaming kernel; 151936 over 640 rows: clusters of CTAs, in several waves
+@pytest.mark.parametrize("vocab, seq", [(50257, 128), (151936, 320)])
+def test_bitwise_over_repeats_with_every_feature(vocab, seq):
+    _, inputs = _inputs(vocab=vocab, seq=seq, dtype="bfloat16", label_smoothing=0.1,
                         z_loss=1e-4, softcap=30.0, shift=True, mask="prompt")
     first = _call(inputs)
     for _ in range(5):
@@ -51,8 +53,9 @@ def test_bitwise_over_repeats_with_every_feature():
         assert torch.equal(first["dlogits"].view(torch.int16), again["dlogits"].view(torch.int16))
 
 
-def test_in_place_gives_the_same_bits():
-    _, inputs = _inputs(vocab=128256, seq=32, dtype="bfloat16")
+@pytest.mark.parametrize("seq", [32, 320])  # 320: 640 rows, more clusters than fit at once
+def test_in_place_gives_the_same_bits(seq):
+    _, inputs = _inputs(vocab=128256, seq=seq, dtype="bfloat16")
     apart, over = _call(inputs), _call(inputs, in_place=True)
     assert torch.equal(apart["loss"], over["loss"])
     assert torch.equal(apart["dlogits"].view(torch.int16), over["dlogits"].view(torch.int16))
