@@ -45,7 +45,7 @@ from golden import cross_entropy as golden
 from ops.cross_entropy_diagnosis import SPEC as DIAGNOSIS
 from suite import inputs as mk
 from suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass, call_once
-from suite.params import FloatRange, IntRange, Param, ParamSet
+from suite.params import FloatRange, IntRange, Param, ParamSet, token_unless_default
 from suite.registry import register_op
 from suite.tolerances import CEILINGS
 
@@ -60,12 +60,6 @@ TARGETS = ("random", "zero", "last", "class")
 TRAINER_ATTRS = ("accumulation", "normalize")
 
 
-def _tok(name: str, default):
-    """`name` + value, left out at the default."""
-    return lambda v: "" if v == default else f"{name}{v!r}" if isinstance(v, float) \
-        else f"{name}{v}"
-
-
 PARAMS = ParamSet((
     Param("batch", "int", 2, "B, sequences (micro-batches split along it)", minimum=1,
           id_token=lambda v: f"B{v}", domain=IntRange(1, 64, axis=True, caps={"small": 4})),
@@ -78,22 +72,23 @@ PARAMS = ParamSet((
     Param("targets", "str", "random", "input ids: uniform, all 0, all V-1, all target_class",
           choices=TARGETS, id_token=lambda v: "" if v == "random" else f"y{v}"),
     Param("target_class", "int", 0, "the id of every token with targets = class",
-          id_token=_tok("c", 0), domain=IntRange(0, 0)),
+          id_token=token_unless_default("c", 0), domain=IntRange(0, 0)),
     Param("logit_scale", "float", 1.0, "standard deviation of the logits (0: all equal)",
-          minimum=0.0, id_token=_tok("ls", 1.0),
+          minimum=0.0, id_token=token_unless_default("ls", 1.0),
           domain=FloatRange(0.0, 100.0, special=(1.0, 0.0, 10.0, 100.0))),
     Param("logit_mean", "float", 0.0, "added to every logit (stability of the lse)",
-          id_token=_tok("lm", 0.0),
+          id_token=token_unless_default("lm", 0.0),
           domain=FloatRange(-1000.0, 1000.0, special=(0.0, 1000.0, -1000.0))),
     Param("ignore_index", "int", -100, "the label that is not scored (may be a class)",
-          id_token=_tok("ii", -100), domain=IntRange(-100, 2)),
+          id_token=token_unless_default("ii", -100), domain=IntRange(-100, 2)),
     Param("label_smoothing", "float", 0.0, "eps in (1 - eps) nll + eps mean_j(-log p_j)",
-          minimum=0.0, id_token=_tok("eps", 0.0),
+          minimum=0.0, id_token=token_unless_default("eps", 0.0),
           domain=FloatRange(0.0, 1.0, special=(0.0, 0.1, 1.0))),
     Param("z_loss", "float", 0.0, "z: z * lse^2 added per token (PaLM)", minimum=0.0,
-          id_token=_tok("z", 0.0), domain=FloatRange(0.0, 1.0, special=(0.0, 1e-4, 1.0))),
+          id_token=token_unless_default("z", 0.0),
+          domain=FloatRange(0.0, 1.0, special=(0.0, 1e-4, 1.0))),
     Param("softcap", "float", 0.0, "c: logits -> c tanh(logits / c) first (0: off)",
-          minimum=0.0, id_token=_tok("cap", 0.0),
+          minimum=0.0, id_token=token_unless_default("cap", 0.0),
           domain=FloatRange(0.0, 100.0, special=(0.0, 30.0, 1.0))),
     Param("shift", "bool", False, "score position t against the label of t + 1",
           id_token=lambda v: "shift" if v else ""),
@@ -105,9 +100,9 @@ PARAMS = ParamSet((
     Param("mask", "str", "none", "which labels are ignore_index", choices=MASKS,
           id_token=lambda v: MASK_TOKENS[v]),
     Param("mask_len", "int", 4, "tokens of the prompt or padding (longest padding)",
-          minimum=0, id_token=_tok("m", 4), domain=IntRange(0, 64)),
+          minimum=0, id_token=token_unless_default("m", 4), domain=IntRange(0, 64)),
     Param("accumulation", "int", 1, "k micro-batches along B (must divide batch)",
-          minimum=1, id_token=_tok("acc", 1), domain=IntRange(1, 4)),
+          minimum=1, id_token=token_unless_default("acc", 1), domain=IntRange(1, 4)),
     Param("normalize", "str", "global_tokens", "with accumulation and mean: divide by the "
           "global non-ignored count, or each micro-batch by its own and the sum by k (the "
           "2024 bug)", choices=("global_tokens", "micro_batch"),

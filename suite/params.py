@@ -228,6 +228,12 @@ class ParamSet:
         return "-".join(t for t in tokens if t)
 
 
+def token_unless_default(name: str, default) -> Callable[[Any], str]:
+    """An id_token: `name` + value (floats by repr), left out at the default."""
+    return lambda v: "" if v == default else f"{name}{v!r}" if isinstance(v, float) \
+        else f"{name}{v}"
+
+
 def upstream_params(grad: str, mean_why: str, corr_of: str, peak_at: str) -> tuple:
     """The three input-distribution parameters of an upstream gradient `grad` (dy, dout):
     {grad}_mean a, {grad}_corr b and {grad}_peak in grad = a + b * y' + N(0, 1) (+ peak at

@@ -30,7 +30,7 @@ def _pytest(*args, xdist=False):
 
 @pytest.mark.parametrize("args, message", [
     (["--suite-op", "layer_nrom"],
-     "--suite-op: 'layer_nrom' is not one of: adamw, causal_conv1d"),
+     "--suite-op: 'layer_nrom' is not one of: adamw, attention, causal_conv1d"),
     (["--suite-profile", "weekly"], "--suite-profile: 'weekly' is not one of: ci"),
     (["--suite-impl", "torch_reff"], "--suite-impl: 'torch_reff' is not one of:"),
     (["--suite-impl", "tests.helpers:raising"],

@@ -47,7 +47,7 @@ def test_decorated_object_keeps_its_op_and_registration():
 @pytest.mark.parametrize("spec, default_op, what", [
     ("softmax=tests.helpers:layer_norm_only", None,
      "registered as an implementation of layer_norm, not softmax"),
-    ("softmx=tests.helpers:raising", None, "'softmx' is not one of: adamw, causal_conv1d"),
+    ("softmx=tests.helpers:raising", None, "'softmx' is not one of: adamw, attention, causal_conv1d"),
     ("=tests.helpers:raising", None, "'' is not one of"),
     ("tests.helpers:layer_norm_only", "softmax", "implements layer_norm, not --op softmax"),
     ("layer_norm=tests.helpers:raising", "softmax", "implements layer_norm, not --op softmax"),

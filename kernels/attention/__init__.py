@@ -1,0 +1,1 @@
+"""Implementations of the attention backward (op `attention`, ops/attention.py)."""

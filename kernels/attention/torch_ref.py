@@ -1,0 +1,145 @@
+"""PyTorch attention backwards, through autograd (the forward recomputed; the saved o and
+lse unused).
+
+`torch_ref` rounds where a fused 16-bit kernel (FlashAttention) rounds, eagerly: the
+scores Q Kᵀ and the softmax in fp32 (on chip they stay in fp32 accumulators), P rounded
+to the case dtype for the products with V and dO, those products in the case dtype
+(fp32 accumulation, one rounding each); dS stays fp32 into dQ and dK. It is the
+yardstick of the tolerance rule ("at most twice the error of a PyTorch implementation in
+the same dtype", FlashAttention's rule), the same on every device. (FlashAttention's own
+`attention_ref` with upcast off also rounds the scores to 16 bits: at scores of 30 in
+bf16 that alone put dq 0.11 of its maximum off, past the bf16 ceiling.)
+`torch_math` is SDPA's math backend, which upcasts 16-bit inputs on the CPU, and
+`torch_fp32` the math backend on fp32 copies, rounded once. The fused backends
+(`torch_flash`, `torch_efficient`, `torch_cudnn`) are PyTorch's CUDA kernels, each pinned
+so that a case it cannot take is `unsupported` rather than silently run by another
+backend; `torch_sdpa` is whatever PyTorch dispatches to.
+
+Packing is an explicit boolean mask (segment equality, padding, causality folded in):
+the fused backends that take no mask refuse it. The mask is built here, not taken from
+the golden, so that a mistake in one does not cancel in the other.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from suite.registry import implementation
+
+
+def _mask(seq_idx: Optional[torch.Tensor], causal: bool, T: int, device) -> Optional[torch.Tensor]:
+    """(B, 1, T, T) bool keep mask of packed rows, or None (causality then by is_causal)."""
+    if seq_idx is None:
+        return None
+    s = seq_idx.long()
+    keep = (s.unsqueeze(-1) == s.unsqueeze(-2)) & (s.unsqueeze(-1) >= 0)
+    if causal:
+        keep &= torch.ones(T, T, dtype=torch.bool, device=device).tril()
+    return keep.unsqueeze(1)
+
+
+def _backward(backends, q, k, v, dout, seq_idx, causal, scale, out, dtype=None):
+    """dq, dk, dv by autograd of SDPA under `backends`, in `dtype` (default: the case's),
+    copied into out (rounded there once)."""
+    dtype = dtype or q.dtype
+    leaves = [t.detach().to(dtype).requires_grad_() for t in (q, k, v)]
+    mask = _mask(seq_idx, causal, q.shape[2], q.device)
+    with torch.enable_grad(), sdpa_kernel(backends):
+        o = F.scaled_dot_product_attention(
+            *leaves, attn_mask=mask, is_causal=causal and mask is None, scale=scale,
+            enable_gqa=q.shape[1] != k.shape[1])
+        o.backward(dout.to(dtype))
+    for name, leaf in zip(("dq", "dk", "dv"), leaves):
+        out[name].copy_(leaf.grad)
+
+
+def _fused_supports(name: str, mask_ok: bool, fp32_ok: bool, max_dim: int):
+    def supports(p: Mapping) -> Optional[str]:
+        if p["packing"] != "none" and not mask_ok:
+            return f"{name} takes no attention mask (packed sequences)"
+        if p["dtype"] == "float32" and not fp32_ok:
+            return f"{name} takes 16-bit inputs only"
+        if p["head_dim"] > max_dim or p["head_dim"] % 8:
+            return f"{name} takes head dims that are multiples of 8 up to {max_dim}"
+        return None
+    return supports
+
+
+def _keep(seq_idx, causal: bool, T: int, device) -> torch.Tensor:
+    """(B or 1, 1, T, T) bool: query i sees key j."""
+    keep = _mask(seq_idx, causal, T, device)
+    if keep is None:
+        keep = torch.ones(1, 1, T, T, dtype=torch.bool, device=device)
+        if causal:
+            keep = keep.tril()
+    return keep
+
+
+@implementation("attention", "torch_ref", kind="native", version=torch.__version__)
+def torch_ref(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
+    """FlashAttention's rounding, eager: scores and softmax in fp32, P to the dtype"""
+    dt = q.dtype
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    G = q.shape[1] // k.shape[1]
+    with torch.enable_grad():
+        qq, kk, vv = leaves[0], leaves[1].repeat_interleave(G, 1), leaves[2].repeat_interleave(G, 1)
+        keep = _keep(seq_idx, causal, q.shape[2], q.device)
+        seen = keep.any(-1, keepdim=True)  # a query that sees nothing gets P = 0, not NaN
+        scores = (qq.float() * scale) @ kk.float().transpose(-1, -2)  # fp32, as on chip
+        scores = scores.masked_fill(~keep, float("-inf")).masked_fill(~seen, 0.0)
+        p = (torch.softmax(scores, dim=-1) * seen).to(dt)
+        (p @ vv).backward(dout)
+    for name, leaf in zip(("dq", "dk", "dv"), leaves):
+        out[name].copy_(leaf.grad)
+
+
+@implementation("attention", "torch_math", kind="native", version=torch.__version__)
+def torch_math(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
+    """SDPA's math backend in the case dtype, through autograd"""
+    _backward([SDPBackend.MATH], q, k, v, dout, seq_idx, causal, scale, out)
+
+
+@implementation("attention", "torch_fp32", kind="reference", version=torch.__version__)
+def torch_fp32(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
+    """SDPA's math backend on fp32 copies, rounded once at the store"""
+    _backward([SDPBackend.MATH], q, k, v, dout, seq_idx, causal, scale, out,
+              dtype=torch.float32)
+
+
+@implementation("attention", "torch_sdpa", kind="native", version=torch.__version__,
+                deterministic=False)
+def torch_sdpa(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
+    """SDPA as PyTorch dispatches it (a fused backend where one applies)"""
+    _backward([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+               SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH],
+              q, k, v, dout, seq_idx, causal, scale, out)
+
+
+# The fused backends accumulate dq (FlashAttention's also dk, dv of grouped heads) with
+# atomics in their backward: bitwise reproducibility is not claimed.
+@implementation("attention", "torch_flash", kind="native", version=torch.__version__,
+                devices=("cuda",), deterministic=False,
+                supports=_fused_supports("the flash backend", False, False, 256))
+def torch_flash(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
+    """SDPA pinned to its FlashAttention-2 backend"""
+    _backward([SDPBackend.FLASH_ATTENTION], q, k, v, dout, seq_idx, causal, scale, out)
+
+
+@implementation("attention", "torch_efficient", kind="native", version=torch.__version__,
+                devices=("cuda",), deterministic=False,
+                supports=_fused_supports("the memory-efficient backend", True, True, 256))
+def torch_efficient(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
+    """SDPA pinned to its memory-efficient (xFormers) backend"""
+    _backward([SDPBackend.EFFICIENT_ATTENTION], q, k, v, dout, seq_idx, causal, scale, out)
+
+
+@implementation("attention", "torch_cudnn", kind="native", version=torch.__version__,
+                devices=("cuda",), deterministic=False,
+                supports=_fused_supports("the cuDNN backend", False, False, 128))
+def torch_cudnn(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
+    """SDPA pinned to its cuDNN backend"""
+    _backward([SDPBackend.CUDNN_ATTENTION], q, k, v, dout, seq_idx, causal, scale, out)
