@@ -76,9 +76,11 @@ def forward(q: Tensor, k: Tensor, v: Tensor, scale: float, causal: bool,
 
 
 def backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, scale: float, causal: bool,
-             seq_idx: Optional[Tensor] = None) -> dict:
+             seq_idx: Optional[Tensor] = None, o: Optional[Tensor] = None) -> dict:
     """{"dq", "dk", "dv"} in float64, one (batch, head) at a time (a T x T float64 score
-    matrix per head, not per batch)."""
+    matrix per head, not per batch). With `o` (the saved forward output as a kernel
+    receives it), D = rowsum(dO * o) from it: FlashAttention's convention, which differs
+    from the exact gradient by the rounding of o."""
     q, k, v, dout = (t.to(torch.float64) for t in (q, k, v, dout))
     B, H, T, _ = q.shape
     G = H // k.shape[1]
@@ -93,7 +95,9 @@ def backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, scale: float, causal
             p, _, _ = _head(q[b, h], kh, vh, mb, scale)
             dv[b, h // G] += p.transpose(-1, -2) @ do
             dp = do @ vh.transpose(-1, -2)
-            ds = p * (dp - (p * dp).sum(-1, keepdim=True))
+            d = (p * dp).sum(-1, keepdim=True) if o is None else \
+                (do * o[b, h].to(torch.float64)).sum(-1, keepdim=True)
+            ds = p * (dp - d)
             dq[b, h] = scale * (ds @ kh)
             dk[b, h // G] += scale * (ds.transpose(-1, -2) @ q[b, h])
     return {"dq": dq, "dk": dk, "dv": dv}
