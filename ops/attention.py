@@ -87,11 +87,12 @@ def fuzz_bounds(p: Mapping, device: str):
     Case files may still hold such cases."""
     key = "float32" if p["dtype"] == "float32" else "16-bit"
     spread, limit = score_std(p), MAX_FUZZ_SCORE_STD[key]
-    if spread > limit or key == "16-bit" and spread >= limit:
+    too_wide = spread > limit if key == "float32" else spread >= limit  # 16-bit: below it
+    if too_wide:
         blame = "logit_scale" if p["logit_scale"] > 1 else \
             "softmax_scale" if p["softmax_scale"] else "head_dim"
         return blame, (f"scores of standard deviation {spread:.3g} "
-                       f"(at most {MAX_FUZZ_SCORE_STD[key]:g} in {key}): near one-hot rows "
+                       f"(at most {limit:g} in {key}): near one-hot rows "
                        "whose dq, dk a correct kernel does not resolve")
     return None
 

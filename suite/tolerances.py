@@ -33,9 +33,10 @@ of it, against a 1% cap; fuzzed on the CPU).
 err_conditioning is how far the float64 golden moves when every input is perturbed by one
 fp32 rounding (relative 2^-23, random sign): the accuracy an fp32 computation cannot beat
 on this case; for an op with a second legitimate truth (OpSpec.alternate_golden) at least
-the distance between the two over COND_FACTOR. The ratio of two maximum errors is unstable on ill-conditioned cases (large
-SiLU pre-activations): two correct fp32 implementations were 4x apart at x_scale 1000,
-while both stayed within 6.4x of this estimate (CPU, 60 cases per scale).
+the distance between the two over COND_FACTOR. The ratio of two maximum errors is
+unstable on ill-conditioned cases (large SiLU pre-activations): two correct fp32
+implementations were 4x apart at x_scale 1000, while both stayed within 6.4x of this
+estimate (CPU, 60 cases per scale).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ the golden, so that a mistake in one does not cancel in the other.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Mapping, Optional
 
 import torch
@@ -31,30 +32,41 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from suite.registry import implementation
 
 
-def _mask(seq_idx: Optional[torch.Tensor], causal: bool, T: int, device) -> Optional[torch.Tensor]:
-    """(B, 1, T, T) bool keep mask of packed rows, or None (causality then by is_causal)."""
+def _keep(seq_idx: Optional[torch.Tensor], causal: bool, T: int, device) -> torch.Tensor:
+    """(B or 1, 1, T, T) bool: query i sees key j."""
     if seq_idx is None:
-        return None
-    s = seq_idx.long()
-    keep = (s.unsqueeze(-1) == s.unsqueeze(-2)) & (s.unsqueeze(-1) >= 0)
-    if causal:
-        keep &= torch.ones(T, T, dtype=torch.bool, device=device).tril()
-    return keep.unsqueeze(1)
+        keep = torch.ones(1, 1, T, T, dtype=torch.bool, device=device)
+    else:
+        s = seq_idx.long()
+        keep = ((s.unsqueeze(-1) == s.unsqueeze(-2)) & (s.unsqueeze(-1) >= 0)).unsqueeze(1)
+    return keep.tril() if causal else keep
+
+
+def _mask(seq_idx: Optional[torch.Tensor], causal: bool, T: int, device) -> Optional[torch.Tensor]:
+    """SDPA's attn_mask: the keep mask of packed rows, or None (causality then by is_causal)."""
+    return None if seq_idx is None else _keep(seq_idx, causal, T, device)
+
+
+def _grads_into(out, q, k, v, dout, forward, dtype, context=None):
+    """dq, dk, dv of `forward(q, k, v)` by autograd on copies in `dtype`, under `context`,
+    copied into out (rounded there once)."""
+    leaves = [t.detach().to(dtype).requires_grad_() for t in (q, k, v)]
+    with torch.enable_grad(), context or contextlib.nullcontext():
+        forward(*leaves).backward(dout.to(dtype))
+    for name, leaf in zip(("dq", "dk", "dv"), leaves):
+        out[name].copy_(leaf.grad)
 
 
 def _backward(backends, q, k, v, dout, seq_idx, causal, scale, out, dtype=None):
-    """dq, dk, dv by autograd of SDPA under `backends`, in `dtype` (default: the case's),
-    copied into out (rounded there once)."""
-    dtype = dtype or q.dtype
-    leaves = [t.detach().to(dtype).requires_grad_() for t in (q, k, v)]
+    """dq, dk, dv by autograd of SDPA under `backends`, in `dtype` (default: the case's)."""
     mask = _mask(seq_idx, causal, q.shape[2], q.device)
-    with torch.enable_grad(), sdpa_kernel(backends):
-        o = F.scaled_dot_product_attention(
-            *leaves, attn_mask=mask, is_causal=causal and mask is None, scale=scale,
+
+    def forward(qq, kk, vv):
+        return F.scaled_dot_product_attention(
+            qq, kk, vv, attn_mask=mask, is_causal=causal and mask is None, scale=scale,
             enable_gqa=q.shape[1] != k.shape[1])
-        o.backward(dout.to(dtype))
-    for name, leaf in zip(("dq", "dk", "dv"), leaves):
-        out[name].copy_(leaf.grad)
+
+    _grads_into(out, q, k, v, dout, forward, dtype or q.dtype, sdpa_kernel(backends))
 
 
 def _fused_supports(name: str, mask_ok: bool, fp32_ok: bool, max_dim: int):
@@ -69,32 +81,20 @@ def _fused_supports(name: str, mask_ok: bool, fp32_ok: bool, max_dim: int):
     return supports
 
 
-def _keep(seq_idx, causal: bool, T: int, device) -> torch.Tensor:
-    """(B or 1, 1, T, T) bool: query i sees key j."""
-    keep = _mask(seq_idx, causal, T, device)
-    if keep is None:
-        keep = torch.ones(1, 1, T, T, dtype=torch.bool, device=device)
-        if causal:
-            keep = keep.tril()
-    return keep
-
-
 @implementation("attention", "torch_ref", kind="native", version=torch.__version__)
 def torch_ref(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
     """FlashAttention's rounding, eager: scores and softmax in fp32, P to the dtype"""
-    dt = q.dtype
-    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-    G = q.shape[1] // k.shape[1]
-    with torch.enable_grad():
-        qq, kk, vv = leaves[0], leaves[1].repeat_interleave(G, 1), leaves[2].repeat_interleave(G, 1)
-        keep = _keep(seq_idx, causal, q.shape[2], q.device)
-        seen = keep.any(-1, keepdim=True)  # a query that sees nothing gets P = 0, not NaN
+    dt, G = q.dtype, q.shape[1] // k.shape[1]
+    keep = _keep(seq_idx, causal, q.shape[2], q.device)
+    seen = keep.any(-1, keepdim=True)  # a query that sees nothing gets P = 0, not NaN
+
+    def forward(qq, kk, vv):
+        kk, vv = kk.repeat_interleave(G, 1), vv.repeat_interleave(G, 1)
         scores = (qq.float() * scale) @ kk.float().transpose(-1, -2)  # fp32, as on chip
         scores = scores.masked_fill(~keep, float("-inf")).masked_fill(~seen, 0.0)
-        p = (torch.softmax(scores, dim=-1) * seen).to(dt)
-        (p @ vv).backward(dout)
-    for name, leaf in zip(("dq", "dk", "dv"), leaves):
-        out[name].copy_(leaf.grad)
+        return (torch.softmax(scores, dim=-1) * seen).to(dt) @ vv
+
+    _grads_into(out, q, k, v, dout, forward, dt)
 
 
 @implementation("attention", "torch_math", kind="native", version=torch.__version__)

@@ -98,16 +98,18 @@ def test_bytes_and_flops():
 
 # ---------------------------------------------------------------- through the runner
 
-def _run(case, impl):
+def _impls() -> dict:
+    return {i.name: i for i in registry.implementations("attention")}
+
+
+def _run(case, impl, spec=SPEC):
     opts = RunOptions(device=CPU, golden_device=CPU, repeats=2, timing=False)
-    ctx = CaseContext(SPEC, case, opts)
-    impls = {i.name: i for i in registry.implementations("attention")}
-    return run_item(ctx, impl, None, CEIL, impls)
+    return run_item(CaseContext(spec, case, opts), impl, None, CEIL, _impls())
 
 
 def test_fp32_reference_at_least_as_accurate_as_native_in_bf16():
     case = make_case(seq=64, heads=4, kv_heads=2, head_dim=32, dtype="bfloat16")
-    impls = {i.name: i for i in registry.implementations("attention")}
+    impls = _impls()
     rows = {n: _run(case, impls[n]) for n in ("torch_ref", "torch_fp32")}
     for name, row in rows.items():
         assert row.verdict == "pass", (name, row.reason)
@@ -119,7 +121,7 @@ def test_fp32_reference_at_least_as_accurate_as_native_in_bf16():
 
 def _first_head_of_group(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
     """dk, dv of a key/value head taken from the first query head of its group only."""
-    impls = {i.name: i for i in registry.implementations("attention")}
+    impls = _impls()
     G = q.shape[1] // k.shape[1]
     full = {n: torch.empty_like(out[n]) for n in ("dq", "dk", "dv")}
     impls["torch_fp32"].fn(q=q, k=k, v=v, o=o, lse=lse, dout=dout, seq_idx=seq_idx,
@@ -136,8 +138,7 @@ def _first_head_of_group(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
 
 def _causal_ignored(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
     """the causal flag dropped: every query sees every key of its row"""
-    impls = {i.name: i for i in registry.implementations("attention")}
-    impls["torch_fp32"].fn(q=q, k=k, v=v, o=o, lse=lse, dout=dout, seq_idx=seq_idx,
+    _impls()["torch_fp32"].fn(q=q, k=k, v=v, o=o, lse=lse, dout=dout, seq_idx=seq_idx,
                            causal=False, scale=scale, out=out)
 
 
@@ -175,9 +176,6 @@ def test_d_from_the_saved_o_passes_only_through_the_alternate_golden():
     dq = next(o for o in row.outputs if o["name"] == "dq")
     assert dq["err"] > 0.1  # that far from the exact gradient, and still right
     one_truth = dataclasses.replace(SPEC, alternate_golden=None)
-    opts = RunOptions(device=CPU, golden_device=CPU, repeats=2, timing=False)
-    impls = {i.name: i for i in registry.implementations("attention")}
-    strict = run_item(CaseContext(one_truth, case, opts), impl, None, CEIL, impls)
-    assert strict.verdict == "fail"
+    assert _run(case, impl, spec=one_truth).verdict == "fail"
     # the exact-D implementations pass as well
-    assert _run(case, impls["torch_ref"]).verdict == "pass"
+    assert _run(case, _impls()["torch_ref"]).verdict == "pass"
