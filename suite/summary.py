@@ -1,7 +1,13 @@
 """The terminal summary of a run: verdict counts, device and wall time, kernel launches
 and speed per (op, implementation), then the failures with their reasons and one-line
 diagnoses, then the likely cause per failing implementation across the run
-(suite/diagnosis.py)."""
+(suite/diagnosis.py).
+
+Determinism is counted honestly: 'bitwise' leaves out any item that left an output
+unwritten (repeats that never wrote it are equal for free), and 'nondet' counts the items
+whose repeats differed within tolerance beside it. Case ids, implementation names, reasons
+and diagnoses come from case and results files and from whatever an implementation raised:
+every one goes through suite.text.terminal, so that none reaches the terminal raw."""
 
 from __future__ import annotations
 
@@ -9,8 +15,9 @@ import math
 from collections import defaultdict
 from typing import Iterable
 
-from suite.outcomes import Determinism, Verdict
+from suite.outcomes import Determinism, FailureKind, Verdict
 from suite.rows import ResultRow
+from suite.text import terminal
 
 VERDICTS = tuple(Verdict)
 MAX_FAILURES_SHOWN = 20
@@ -40,6 +47,21 @@ def _span(counts) -> str:
     return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
+def _unwritten(row: ResultRow) -> bool:
+    """An item that left an output (or part of one) unwritten: its repeats compare
+    whatever the buffer held, so their equality says nothing about determinism."""
+    return row.failure_kind is FailureKind.UNWRITTEN or any(
+        (o.get("n_unwritten") or 0) > 0 for o in row.outputs or ())
+
+
+def _bitwise(rows: list) -> int:
+    return sum(r.determinism is Determinism.BITWISE and not _unwritten(r) for r in rows)
+
+
+def _nondet(rows: list) -> int:
+    return sum(r.determinism is Determinism.NONDETERMINISTIC for r in rows)
+
+
 def _run_diagnoses(rows: list) -> list:
     """One line per failing implementation: its likely cause across all its items."""
     from suite.diagnosis import diagnose_run
@@ -47,7 +69,8 @@ def _run_diagnoses(rows: list) -> list:
     found = [d for d in diagnose_run(rows) if d.n_failed]
     if not found:
         return []
-    return ["\nlikely causes across the run:"] + [f"  {d.impl}: {d.text}" for d in found]
+    return ["\nlikely causes across the run:"] + [
+        f"  {terminal(d.impl)}: {terminal(d.text)}" for d in found]
 
 
 def _known(rows: list) -> list:
@@ -61,13 +84,14 @@ def _known(rows: list) -> list:
             per[(r.op, r.impl, r.known_failure)].append(r)
         lines.append(f"\n{len(expected)} known failures (declared by the implementation, "
                      f"expected):")
-        lines += [f"  {op}/{impl}: {len(rs)} items: {why[:300]}"
+        lines += [f"  {terminal(op)}/{terminal(impl)}: {len(rs)} items: {terminal(why[:300])}"
                   for (op, impl, why), rs in sorted(per.items())]
     passed = [r for r in rows if r.unexpected_pass]
     if passed:
         lines.append(f"\n{len(passed)} unexpected passes (declared to fail, now pass: update "
                      f"the implementation's known_failures):")
-        lines += [f"  {r.impl} {r.case_id}" for r in passed[:MAX_FAILURES_SHOWN]]
+        lines += [f"  {terminal(r.impl)} {terminal(r.case_id)}"
+                  for r in passed[:MAX_FAILURES_SHOWN]]
     return lines
 
 
@@ -80,7 +104,7 @@ def render(rows: Iterable[ResultRow]) -> str:
                                                      for r in rs)}
     head = (f"{'op':<16} {'implementation':<30} {'items':>5} "
             + " ".join(f"{v:>11}" for v in VERDICTS)
-            + f" {'bitwise':>8} {'dev ms':>9} {'wall ms':>9} {'launches':>9}"
+            + f" {'bitwise':>8} {'nondet':>7} {'dev ms':>9} {'wall ms':>9} {'launches':>9}"
             + f" {'temp MB':>9} {'median GB/s':>12} {'frac copy':>10} {'same copy':>10}")
     lines = [head, "-" * len(head)]
     for (op, impl), rs in sorted(groups.items()):
@@ -92,19 +116,19 @@ def render(rows: Iterable[ResultRow]) -> str:
         med = gbps[len(gbps) // 2] if gbps else None
         frac = _geomean([r.frac_copy_bw for r in timed])
         same = _geomean([r.frac_same_copy for r in timed])
-        bitwise = sum(r.determinism is Determinism.BITWISE for r in rs)
         dev = _median([1e3 * r.time_median_s for r in timed if r.time_median_s is not None])
         wall = _median([r.wall_median_ms for r in timed])
         temps = [r.peak_mem_bytes for r in rs if r.peak_mem_bytes is not None]
         temp = max(temps) / 1e6 if temps else None
-        lines.append(f"{op:<16} {impl:<30} {len(rs):>5} "
+        lines.append(f"{terminal(op):<16} {terminal(impl):<30} {len(rs):>5} "
                      + " ".join(f"{n:>11}" for n in counts)
-                     + f" {bitwise:>8} {_fmt(dev, '9.4g')} {_fmt(wall, '9.4g')}"
+                     + f" {_bitwise(rs):>8} {_nondet(rs):>7}"
+                     + f" {_fmt(dev, '9.4g')} {_fmt(wall, '9.4g')}"
                      + f" {_span(r.launches for r in timed):>9} {_fmt(temp, '9.4g')}"
                      + f" {_fmt(med, '12.4g')} {_fmt(frac, '10.3g')}"
                      + f" {_fmt(same, '10.3g')}")
     if idle:
-        names = ", ".join(f"{op}/{impl}" for op, impl in sorted(idle))
+        names = ", ".join(f"{terminal(op)}/{terminal(impl)}" for op, impl in sorted(idle))
         lines.append(f"not run here (every item unsupported; `python -m suite list` says "
                      f"why): {names}")
     bad = [r for r in rows if r.verdict.bad and not r.expected]
@@ -113,22 +137,25 @@ def render(rows: Iterable[ResultRow]) -> str:
                      + (f" (first {MAX_FAILURES_SHOWN})" if len(bad) > MAX_FAILURES_SHOWN else "")
                      + ":")
         for r in bad[:MAX_FAILURES_SHOWN]:
-            lines.append(f"  {r.verdict.upper():5} {r.impl} {r.case_id}")
-            lines.append(f"        {r.reason[:400]}")
+            lines.append(f"  {r.verdict.upper():5} {terminal(r.impl)} {terminal(r.case_id)}")
+            lines.append(f"        {terminal(r.reason[:400])}")
             if r.diagnosis:
-                lines.append(f"        diagnosis: {r.diagnosis[:400]}")
+                lines.append(f"        diagnosis: {terminal(r.diagnosis[:400])}")
     lines += _known(rows)
     weak = [r for r in rows if r.yardstick_note and r.verdict.compared]
     if weak:
         cases = len({(r.op, r.case_id) for r in weak})
         lines.append(f"\nthe yardstick was worse than fp32 with one rounding on {cases} cases: "
                      f"their bounds use the fp32 error (column yardstick_note), e.g. "
-                     f"{weak[0].case_id}: {weak[0].yardstick_note[:200]}")
+                     f"{terminal(weak[0].case_id)}: {terminal(weak[0].yardstick_note[:200])}")
     if bad:
         lines += _run_diagnoses(rows)
-    lines.append("\nframe: over passing timed items, 'dev ms' is the median of their median "
-                 "times, 'wall ms' of their wall times (one call until the device is done, "
-                 "as a training loop waits),\n'launches' the fewest-most kernels one call "
+    lines.append("\ncounts: 'bitwise' the items whose repeated calls were bit-for-bit equal "
+                 "(never one that left an output unwritten), 'nondet' those whose repeats "
+                 "differed, each within tolerance (--repeats);\nframe: over passing timed "
+                 "items, 'dev ms' is the median of their median times, 'wall ms' of their "
+                 "wall times (one call until the device is done, as a training loop waits),"
+                 "\n'launches' the fewest-most kernels one call "
                  "launches (CUDA); 'temp MB' the most memory one checked call allocated beyond "
                  "its inputs and outputs (CUDA);\n'frac copy' is the geometric mean of GB/s "
                  "(compulsory bytes / median time) over the measured copy bandwidth;\n"

@@ -7,6 +7,10 @@ together": the gaps the profile leaves in its supported feature space). Numeric
 parameters with many values are binned for the pairs (powers of two, and mod 8).
 
 A view, not a gate: exit 0 whatever it finds, 2 on bad input (docs/coverage.md).
+
+Op, implementation and parameter names, values, reasons and case ids all come from the
+results files: text lines go through suite.text.terminal whole, markdown cells through
+`_md`, so that no control character reaches the terminal raw.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from suite.errors import SuiteInputError, did_you_mean
+from suite.text import terminal
 
 HELP = ("per implementation, the parameter values and value pairs it ran against those "
         "the cases offered, and the pairs never exercised together")
@@ -103,6 +108,13 @@ def gap_line(g) -> str:
     return f"{g.text}  {items}{g.note[:160]}"
 
 
+def _one_line(entry: str) -> str:
+    """An entry of the text output as one terminal line: every character that came from
+    the results made visible; a leading newline is the layout's blank line, kept."""
+    blank = entry.startswith("\n")
+    return "\n" * blank + terminal(entry[blank:])
+
+
 def render_text(cov, max_lines: int) -> list:
     lines = [f"coverage of {_plural(cov.n_rows, 'item')}: params, the values each "
              f"implementation ran (pass or fail) / the values the cases offered; pairs, "
@@ -159,11 +171,14 @@ def render_text(cov, max_lines: int) -> list:
     else:
         lines.append("every implementation ran every pair of the values it runs that a "
                      "valid case it supports could hold")
-    return lines
+    return [_one_line(line) for line in lines]
 
 
 def _md(text) -> str:
-    return str(text or "").replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Text for a markdown table cell or code span: a newline as a space, other control
+    characters as visible escapes, backslashes and pipes escaped."""
+    text = terminal(str(text or "").replace("\n", " "))
+    return text.replace("\\", "\\\\").replace("|", "\\|")
 
 
 def render_markdown(cov, max_lines: int) -> str:
@@ -245,8 +260,9 @@ def main(args) -> int:
     from suite import coverage
     from suite.results import read_results
 
-    if args.max_lines < 0:
-        raise SuiteInputError("--max-lines", f"must be at least 0, got {args.max_lines}")
+    from suite.cli import at_least
+
+    at_least(args, "max_lines", 0)
     df = read_results(args.results)
     if df.empty:
         raise SuiteInputError(", ".join(map(str, args.results)), "holds no result rows")

@@ -1,8 +1,14 @@
 """Show the ops and their parameters, how many cases each profile holds, and every
 implementation with whether it can run here. --impl and --case narrow the listing as they
-narrow a run."""
+narrow a run.
+
+Case ids and sweep names come from case files (and --impl can import any module): every
+name, reason and doc goes through suite.text.terminal, so that none reaches the terminal
+raw."""
 
 from __future__ import annotations
+
+from suite.text import terminal
 
 HELP = "show ops, cases per profile and implementations"
 
@@ -38,14 +44,15 @@ def _covering_section(coverage: list, op) -> None:
     for o in sorted({s.op for s in shown}):
         mine = [s for s in shown if s.op == o]
         n = len(mine)
-        print(f"  {o:<20} {n} sweep{'' if n == 1 else 's'}: "
+        print(f"  {terminal(o):<20} {n} sweep{'' if n == 1 else 's'}: "
               f"{sum(s.cases for s in mine):,} cases against {sum(s.product for s in mine):,}")
         for s in mine:
             way = "pairwise" if s.strength == 2 else f"strength {s.strength}"
-            print(f"    {s.file} \"{s.name}\" ({way}): {s.cases:,} against {s.product:,}"
+            print(f"    {terminal(s.file)} \"{terminal(s.name)}\" ({way}): {s.cases:,} "
+                  f"against {s.product:,}"
                   + (f", {len(s.uncoverable)} not coverable" if s.uncoverable else ""))
             for u in s.uncoverable:
-                print(f"      not coverable: {u.text()}: {u.reason}")
+                print(f"      not coverable: {terminal(u.text())}: {terminal(u.reason)}")
 
 
 def main(args) -> int:
@@ -68,27 +75,27 @@ def main(args) -> int:
     for name, spec in registry.ops().items():
         if args.op and name != args.op:
             continue
-        print(f"  {name}: {spec.doc}")
-        print(f"    params: {', '.join(p.name for p in spec.params.params)}")
+        print(f"  {terminal(name)}: {terminal(spec.doc)}")
+        print(f"    params: {terminal(', '.join(p.name for p in spec.params.params))}")
     _covering_section(coverage, args.op)
     print("\ncases per profile" + (" (matching --case)" if args.case else "") + ":")
     print(f"  {'op':<20}" + "".join(f"{p:>9}" for p in cases_mod.PROFILES))
     for o in sorted({c.op for c in all_cases}):
         counts = [sum(c.op == o and c.in_profile(p) for c in all_cases)
                   for p in cases_mod.PROFILES]
-        print(f"  {o:<20}" + "".join(f"{n:>9}" for n in counts))
+        print(f"  {terminal(o):<20}" + "".join(f"{n:>9}" for n in counts))
     print(f"\nimplementations (device {dev}):")
     for impl in impls:
         status = impl.unsupported_reason({}, dev.type) if not impl.enabled or \
             dev.type not in impl.devices else None
-        state = f"unavailable: {status}" if status else "available"
-        label = f"{impl.op}/{impl.name}"
-        print(f"  {label:<46} {impl.kind:<10} {','.join(impl.devices):<9} "
-              f"{state}  {impl.doc}")
+        state = f"unavailable: {terminal(status)}" if status else "available"
+        label = terminal(f"{impl.op}/{impl.name}")
+        print(f"  {label:<46} {terminal(impl.kind):<10} {terminal(','.join(impl.devices)):<9} "
+              f"{state}  {terminal(impl.doc)}")
     if args.ids:
         profile = args.profile or default_profile(dev)
         print(f"\ncase ids in profile {profile}:")
         for c in all_cases:
             if c.in_profile(profile):
-                print(f"  {c.id}")
+                print(f"  {terminal(c.id)}")
     return 0

@@ -6,6 +6,9 @@ suite/diagnosis.py over all its items, compared with the cause the mutant declar
 `planted_cause` on its function. Scores are per op. Exit 0 when, for every op, every
 mutant is caught and the diagnosis names the planted cause for at least 90% of them, 1
 otherwise, 2 on bad input.
+
+Mutant names, causes and diagnoses can quote what a mutant raised or a case id: the table
+shows them through suite.text (terminal, or markdown cells and code spans).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from datetime import date
 from typing import Callable, Optional, Sequence
 
 from suite.outcomes import Verdict
+from suite.text import code_span, markdown_cell, terminal
 
 HELP = "run the deliberately broken implementations: mutation score and diagnosis accuracy"
 MIN_ACCURACY = 0.9
@@ -134,28 +138,29 @@ def render(report: ZooReport, markdown: bool = False, verbose: bool = False) -> 
     head = ("mutant", "caught by", "diagnosis", "planted cause", "named")
     every = [(r, (r.name, f"{r.n_failed} of {r.n_items}", r.diagnosis.title or "-",
                   r.planted or "-", "yes" if r.correct else "NO")) for r in report.results]
-    widths = [max(len(str(x[i])) for x in [c for _, c in every] + [head])
+    widths = [max(len(terminal(x[i])) for x in [c for _, c in every] + [head])
               for i in range(len(head))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     lines = []
     for op in report.ops():
         part = report.of(op)
         mine = [(r, c) for r, c in every if r.op == op]
-        score = f"{op}: {_score_line(part)}; {part.n_cases} cases"
+        score = f"{terminal(op)}: {_score_line(part)}; {part.n_cases} cases"
         if markdown:
-            lines += [f"### {op}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-            lines += ["| " + " | ".join((f"`{a}`", b, c, f"`{d}`", e)) + " |"
-                      for _, (a, b, c, d, e) in mine]
+            lines += [f"### {terminal(op)}", "", "| " + " | ".join(head) + " |",
+                      "|" + "---|" * len(head)]
+            lines += ["| " + " | ".join((code_span(a), b, markdown_cell(c), code_span(d), e))
+                      + " |" for _, (a, b, c, d, e) in mine]
             lines += ["", score + ".", ""]
             continue
         lines += [fmt.format(*head), "-" * (sum(widths) + 2 * (len(widths) - 1))]
         for r, cells in mine:
-            lines.append(fmt.format(*cells))
+            lines.append(fmt.format(*map(terminal, cells)))
             if verbose or not r.correct or not r.caught:
-                lines.append(f"    {r.diagnosis.text}")
+                lines.append(f"    {terminal(r.diagnosis.text)}")
         lines += [score, ""]
-    total = (f"all ops: {_score_line(report)}; profile {report.profile}, {report.n_cases} "
-             f"cases, {report.device}, {report.seconds:.0f} s")
+    total = (f"all ops: {_score_line(report)}; profile {terminal(report.profile)}, "
+             f"{report.n_cases} cases, {terminal(report.device)}, {report.seconds:.0f} s")
     if markdown:
         total += f", {date.today().isoformat()}"
     return "\n".join(lines + [total])
