@@ -210,6 +210,14 @@ def flops(p: Mapping) -> int:
     return 10 * p["head_dim"] * p["heads"] * visible_pairs(p)
 
 
+def golden_workspace(p: Mapping) -> int:
+    """The golden's float64 temporaries: a head's T x T scores, probabilities, dP and dS
+    (with their masked and exponentiated copies, about eight at once) and the batch's
+    boolean visibility mask."""
+    T = p["seq"]
+    return 8 * 8 * T * T + p["batch"] * T * T
+
+
 SPEC = register_op(OpSpec(
     name="attention",
     doc="scaled dot-product attention backward (causal, packed, grouped-query): dq, dk, dv",
@@ -218,6 +226,7 @@ SPEC = register_op(OpSpec(
     make_inputs=make_inputs,
     golden=run_golden,
     alternate_golden=run_golden_from_o,
+    golden_workspace=golden_workspace,
     outputs=outputs,
     empty_outputs=empty_outputs,
     bytes=compulsory_bytes,

@@ -72,6 +72,8 @@ class Report:
     history: Optional[history.History] = None  # None without --history
     colors: dict = field(default_factory=dict)  # implementation -> colour (reports.palette)
     coverage: Optional[coverage.Coverage] = None  # values and value pairs per implementation
+    # one line per results file whose run did not finish its plan: the page's first words
+    incomplete: tuple = ()
 
 
 def _notices(its: items.Items, comparison, baseline_given: bool, speed) -> list:
@@ -128,7 +130,9 @@ def _impl_names(*frames) -> list:
 
 def build(current: pd.DataFrame, baseline: Optional[pd.DataFrame] = None,
           options: Options = Options(), sources: Sequence[str] = (),
-          baseline_sources: Sequence[str] = ()) -> Report:
+          baseline_sources: Sequence[str] = (), incomplete: Sequence[str] = ()) -> Report:
+    """The report of `current` (against `baseline`); `incomplete`: a line per results file
+    whose run did not finish its plan (suite.results.completeness)."""
     its = items.select(current, options.cap)
     comparison = compare(baseline, current, options.rule) if baseline is not None else None
     speed = speedup.build(its, options.baseline_impl, options.rule.alpha)
@@ -158,6 +162,7 @@ def build(current: pd.DataFrame, baseline: Optional[pd.DataFrame] = None,
         history=hist,
         colors=colors,
         coverage=coverage.build(current),
+        incomplete=tuple(incomplete),
     )
 
 

@@ -74,10 +74,19 @@ def add_gpu_timing_options(g) -> None:
                         "the timed call also writes back the flush's lines; none")
 
 
+# The most each numeric option takes: beyond these a value is a typo (a repeat count of
+# 10^20 would run for ever), refused before anything runs. Keyed by the option's dest.
+MAXIMA = {"repeats": 1000, "samples": 100_000, "warmup": 100_000, "warmup_ms": 600_000,
+          "max_time": 86_400, "workers": 1024, "threads": 1024, "item_timeout": 7 * 86_400,
+          "budget": 1_000_000_000, "time": 30 * 86_400, "shrink_tries": 1_000_000,
+          "shrink_time": 30 * 86_400, "max_lines": 10_000_000, "max_cases": 10_000_000,
+          "size_mib": 1 << 20, "factor": 1000.0}
+
+
 def at_least(args, name: str, low: float, above: bool = False) -> None:
     """Stop before anything runs when option `name` is not a finite number (argparse's
-    float takes nan and inf, and nan passes every comparison) or is below `low` (or not
-    above it)."""
+    float takes nan and inf, and nan passes every comparison), is below `low` (or not
+    above it), or is beyond its sane maximum (MAXIMA)."""
     import math
 
     value = getattr(args, name)
@@ -87,6 +96,9 @@ def at_least(args, name: str, low: float, above: bool = False) -> None:
     if value is not None and (value <= low if above else value < low):
         raise SuiteInputError(flag,
                               f"must be {'above' if above else 'at least'} {low:g}, got {value:g}")
+    high = MAXIMA.get(name)
+    if value is not None and high is not None and value > high:
+        raise SuiteInputError(flag, f"must be at most {high:,g}, got {value:g}")
 
 
 def command_modules() -> dict:

@@ -61,7 +61,8 @@ def no_ceilings(device) -> Ceilings:
 class Driver:
     """Runs plans under one set of options, for one run (its RunInfo columns on every row;
     None leaves them empty, as pytest items have no run). With `pool`, items run in worker
-    processes (suite/workers.py); without, in this process."""
+    processes (suite/workers.py), kept from one plan to the next until `close` (or the end
+    of a `with` block); without, in this process."""
 
     def __init__(self, opts: RunOptions, run: Optional[RunInfo] = None,
                  ceilings: Optional[Ceilings] = None, pool=None):
@@ -69,15 +70,30 @@ class Driver:
         self.run_info = run
         self.ceilings = ceilings if ceilings is not None else no_ceilings(opts.device)
         self.pool = pool  # suite.workers.PoolOptions, or None
+        self._workers = None  # the suite.workers.Pool, once started
         # kept across calls, so that one-item plans of the same case share its golden
         self._contexts = ContextCache()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        """Stop the worker processes, if any."""
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
 
     def run(self, plan: Plan, sink: Sink) -> None:
         if self.pool is not None and self.pool.workers > 0:
             from suite.workers import Pool
 
             _check_resolvable(plan)
-            Pool(self.opts, self.run_info, self.ceilings, self.pool).run(plan, sink)
+            if self._workers is None:
+                self._workers = Pool(self.opts, self.run_info, self.ceilings, self.pool)
+            self._workers.run(plan, sink)
             return
         for entry in plan:
             for row in run_case(entry.spec, entry.case, list(entry.impls), self.opts,

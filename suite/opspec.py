@@ -143,6 +143,11 @@ class OpSpec:
     # bound (and ceiling) widens by that distance. None: one convention
     alternate_golden: Optional[Callable[..., dict]] = None
 
+    # params -> bytes of float64 temporaries the golden holds beyond its inputs and outputs
+    # (attention's T x T scores of a head), for the memory estimate (suite/memory.py);
+    # None: none worth counting
+    golden_workspace: Optional[Callable[[Mapping], int]] = None
+
     # names of inputs the implementation updates in place (each also an output name):
     # every call gets copies holding the case's values, and the updated copies are checked
     # against the golden

@@ -14,7 +14,7 @@ import enum
 class Verdict(enum.StrEnum):
     PASS = "pass"
     FAIL = "fail"
-    ERROR = "error"  # the implementation raised, or its worker died
+    ERROR = "error"  # the implementation raised, its worker died, or the harness failed
     UNSUPPORTED = "unsupported"  # outside the implementation's declared features
     TIMEOUT = "timeout"  # outlived the item timeout; its worker was killed
 
@@ -42,6 +42,13 @@ class FailureKind(enum.StrEnum):
     EXCEPTION = "exception"
     WORKER_DIED = "worker died"  # signal, exit or lost CUDA context of the worker process
     TIMEOUT = "timeout"
+    # the implementation's module could not be loaded in a worker (it raised, or its worker
+    # died loading it too often): its items are not run
+    NOT_LOADED = "not loaded"
+    # the suite itself could not judge the item: the golden or the yardstick failed, or no
+    # worker process could start. Never the implementation's failure (the fuzzer does not
+    # shrink it), but the run did not check the item, so it still exits 1
+    HARNESS = "harness"
 
 
 class Determinism(enum.StrEnum):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 import pkgutil
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
@@ -152,11 +153,62 @@ def implementations(op_name: Optional[str] = None) -> list[Implementation]:
     return [i for (o, _), i in sorted(_IMPLS.items()) if op_name in (None, o)]
 
 
-def _import_object(obj_spec: str, spec: str):
-    """The object `module:attr` names; any failure of the import is bad input, one line."""
+_PROBED: dict = {}  # module name -> why importing it kills a process ("" when it does not)
+
+
+def _probe_import(mod_name: str, spec: str) -> None:
+    """Import `mod_name` first in a child process: a module that segfaults or calls
+    os._exit while being imported would take the run down silently with it. Its
+    exceptions are left to the real import, which words them."""
+    import subprocess
+    import sys
+
+    if mod_name in sys.modules:
+        return
+    if mod_name not in _PROBED:
+        code = ("import importlib, sys\n"
+                "try:\n    importlib.import_module(sys.argv[1])\n"
+                "except BaseException:\n    sys.stdout.write('raised')\n"
+                "else:\n    sys.stdout.write('imported')\n")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.getcwd() for p in sys.path))
+        try:
+            proc = subprocess.run([sys.executable, "-c", code, mod_name], capture_output=True,
+                                  text=True, timeout=600, env=env)
+        except subprocess.TimeoutExpired:
+            _PROBED[mod_name] = "still importing after 600 s"
+        else:
+            _PROBED[mod_name] = _probe_words(proc)
+    if _PROBED[mod_name]:
+        raise SuiteInputError("--impl", f"{spec!r} cannot be imported: importing "
+                                        f"{mod_name} {_PROBED[mod_name]}")
+
+
+def _probe_words(proc) -> str:
+    """How a probe's import ended, "" when it returned (or raised: the real import says)."""
+    import signal
+
+    tail = " | ".join(ln for ln in proc.stderr.strip().splitlines()[-3:] if ln.strip())
+    said = f" (last output: {tail[:300]})" if tail else ""
+    if proc.returncode < 0:
+        try:
+            name = signal.Signals(-proc.returncode).name
+        except ValueError:
+            name = f"signal {-proc.returncode}"
+        return f"kills the process with {name}{said}"
+    if proc.returncode == 0 and proc.stdout in ("imported", "raised"):
+        return ""  # the real import words an exception
+    return f"ends the process (exit status {proc.returncode} before the import returned){said}"
+
+
+def _import_object(obj_spec: str, spec: str, probe: bool = True):
+    """The object `module:attr` names; any failure of the import is bad input, one line.
+    `probe`: import it in a child process first (the run's process; a worker's own
+    failures are its run's to record)."""
     mod_name, _, attr = obj_spec.partition(":")
     if not mod_name or not attr:
         raise SuiteInputError("--impl", f"{spec!r}: expected [OP=]package.module:object")
+    if probe:
+        _probe_import(mod_name, spec)
     try:
         module = importlib.import_module(mod_name)
     except ImportError as e:
@@ -175,16 +227,18 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())
 
 
-def external_implementation(spec: str, default_op: Optional[str] = None) -> Implementation:
+def external_implementation(spec: str, default_op: Optional[str] = None,
+                            probe: bool = True) -> Implementation:
     """`[OP=]package.module:object`, a decorated function (of its own op) or a plain
     callable (of OP, else of `default_op`, the --op), with the text that finds it again in
-    another process as its `origin`."""
+    another process as its `origin`; refused when it cannot take the op's inputs as
+    keywords. `probe`: see _import_object."""
     head, _, tail = spec.partition(":")
     op_name, eq, mod_name = head.rpartition("=")
     if eq and op_name not in ops():
         raise SuiteInputError("--impl", f"{spec!r}: " + did_you_mean(op_name, ops()))
     obj_spec = f"{mod_name}:{tail}"
-    obj = _import_object(obj_spec, spec)
+    obj = _import_object(obj_spec, spec, probe)
     registered = getattr(obj, "implementation", None)
     if isinstance(registered, Implementation):
         if op_name and registered.op != op_name:
@@ -204,7 +258,29 @@ def external_implementation(spec: str, default_op: Optional[str] = None) -> Impl
                               origin=f"{op_name}={obj_spec}")
     if default_op and impl.op != default_op:
         raise SuiteInputError("--impl", f"{spec!r} implements {impl.op}, not --op {default_op}")
+    _check_takes_inputs(impl, spec)
     return impl
+
+
+def _check_takes_inputs(impl: Implementation, text: str) -> None:
+    """Refuse a callable whose signature cannot take its op's inputs, attributes and `out`
+    as keywords (another op's function, say): every item would raise TypeError."""
+    import inspect
+
+    import torch
+
+    spec = ops()[impl.op]
+    inputs = spec.make_inputs(spec.params.defaults(), 0, torch.device("cpu"))
+    names = [*inputs.tensors, *inputs.attrs, "out"]
+    try:
+        signature = inspect.signature(impl.fn)
+    except (TypeError, ValueError):  # a builtin or an extension's function: cannot tell
+        return
+    try:
+        signature.bind(**dict.fromkeys(names))
+    except TypeError as e:
+        raise SuiteInputError("--impl", f"{text!r} cannot take the inputs of {impl.op} as "
+                                        f"keywords ({', '.join(names)}): {e}") from None
 
 
 def select_implementations(op_name: str, names: Optional[list], include_mutants=False,
@@ -235,7 +311,7 @@ def resolve(op_name: str, ref: str) -> Implementation:
     """The implementation of `op_name` that `ref` (an `origin` or a registered name) finds,
     for a process other than the one that selected it (a worker)."""
     if ":" in ref:
-        impl = external_implementation(ref, op_name)
+        impl = external_implementation(ref, op_name, probe=False)
     else:
         impl = next((i for i in implementations(op_name) if i.name == ref), None)
     if impl is None:

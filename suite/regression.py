@@ -9,8 +9,11 @@ significant is `uncertain` (asv's "~"). Verdict changes and cases present in one
 are listed separately; a failure the implementation declares (`known_failure`) is
 expected, and a declared failure that passes is an unexpected pass (pytest's strict
 xfail). Timings taken on another device (`device_name`) or after another kind of L2 flush
-(`l2_flush`) are not compared: those alone move them (docs/timing.md#l2-flush); when no
-timed item is left to compare, the comparison says why (`vacuous_reason`) instead of
+(`l2_flush`) are not compared: those alone move them (docs/timing.md#l2-flush). Nor are
+timings whose ratio means nothing, listed apart as `noisy` with the reason: a run's
+spread (IQR over median) past MAX_SPREAD, or on a CPU the host's load (`host_load`:
+other processes' share of the cores) past MAX_HOST_LOAD (docs/timing.md#host-load). When
+no timed item is left to compare, the comparison says why (`vacuous_reason`) instead of
 passing. `detect_steps` finds the steps of one item's medians over many runs (the report's
 history). Pure Python and pandas: no torch import (2 s), no scipy.
 """
@@ -35,6 +38,18 @@ EXACT_MAX_CELLS = 2500
 # run-level columns whose difference makes timings suspect (not the host: CI runners change)
 ENV_COLUMNS = ("device_name", "driver", "torch_version", "cuda_version", "l2_flush",
                "timing_pacing")
+# A run's interquartile range over its median past this: the middle half of the samples
+# spans more than half the median, and the median itself can move past any factor by where
+# the scheduler struck (the issue's loaded runs: samples at multiples of 4 ms time slices).
+MAX_SPREAD = 0.5
+# Other processes' share of the cores (host_load) past this, in a CPU timing: on a 2-core
+# host they then keep more than one core busy on average, none is left to spare for the
+# timed thread, and it is time-sliced (x2440 between identical runs). GPU timings read
+# device clocks and are not held to it.
+MAX_HOST_LOAD = 0.5
+# suite.timing.CPU_METHOD, the timing_method of CPU rows (not imported: it imports torch)
+CPU_TIMING_METHOD = "perf_counter"
+SPREAD, HOST_LOAD = "spread", "host load"  # Noise.what
 
 
 # -- Mann-Whitney U ----------------------------------------------------------------------
@@ -165,6 +180,38 @@ class TimingChange:
 
 
 @dataclass(frozen=True)
+class Noise:
+    """Why one run's timing of an item cannot carry a ratio."""
+
+    side: str  # "baseline" or "current"
+    what: str  # SPREAD (IQR over median) or HOST_LOAD
+    value: float
+
+    def __str__(self) -> str:
+        return f"{self.side} {self.what} {self.value:.3g}" + (
+            " of the median" if self.what == SPREAD else "")
+
+
+@dataclass(frozen=True)
+class NoisyTiming:
+    """An item timed in both runs, on one device after one flush, whose ratio of medians
+    means nothing (`noise` says why): neither a regression nor an improvement."""
+
+    op: str
+    case_id: str
+    impl: str
+    case_group: str
+    base_median_s: float
+    cur_median_s: float
+    ratio: float  # current / baseline median, for the record only
+    noise: tuple  # Noise, one per limit passed
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(map(str, self.noise))
+
+
+@dataclass(frozen=True)
 class VerdictChange:
     op: str
     case_id: str
@@ -230,6 +277,8 @@ class Comparison:
     n_timed_both: int = 0  # timed in both runs, whatever the device and flush
     flush_pairs: tuple = ()  # "dirty -> clean" of the items not compared for the flush
     device_pairs: tuple = ()  # "A -> B" of the items not compared for the device
+    noisy: tuple = ()  # NoisyTiming: timed in both on one device after one flush, but
+    #                    too noisy to compare (not in n_timed)
 
     def _of(self, change: Change) -> list:
         return [t for t in self.timing if t.change is change]
@@ -275,9 +324,23 @@ class Comparison:
         if self.n_flush_differs:
             parts.append(f"{self.n_flush_differs} after different L2 flushes "
                          f"({'; '.join(self.flush_pairs)})")
+        rules = ["timings are compared on one device after one kind of flush only"] \
+            if parts else []
+        if self.noisy:
+            parts.append(f"{len(self.noisy)} too noisy to compare ({self.noise_summary})")
+            rules.append(f"the timings were too noisy (spread over {MAX_SPREAD:g} of the "
+                         f"median, or host load over {MAX_HOST_LOAD:g} on a CPU)")
         return (f"of the {self.n_timed_both} items timed in both runs, "
-                + " and ".join(parts) + ": timings are compared on one device after one "
-                                        "kind of flush only")
+                + " and ".join(parts) + ": " + "; ".join(rules))
+
+    @property
+    def noise_summary(self) -> str:
+        """How many noisy items passed each limit: "current host load over 0.5 in 8"."""
+        limits = {SPREAD: MAX_SPREAD, HOST_LOAD: MAX_HOST_LOAD}
+        seen = Counter((n.side, n.what) for t in self.noisy for n in t.noise)
+        return "; ".join(f"{side} {what} over {limits[what]:g}"
+                         + (" of the median" if what == SPREAD else "") + f" in {k}"
+                         for (side, what), k in seen.most_common())
 
     def exit_code(self, allow_untimed: bool = False) -> int:
         """The CI gate: 3 when the runs share no item; else 1 when the gate failed; else 3
@@ -364,6 +427,30 @@ def _timed(common: pd.DataFrame) -> pd.DataFrame:
     return t.assign(ratio=t["m_cur"] / t["m_base"])
 
 
+def _present(v) -> bool:
+    return v is not None and not pd.isna(v)
+
+
+def _side_noise(side: str, iqr, median: float, method, load) -> list:
+    """The limits one run's timing of an item passes; a missing IQR or host load (files
+    from before it was recorded) passes none."""
+    out = []
+    if _present(iqr) and median > 0 and iqr > MAX_SPREAD * median:
+        out.append(Noise(side, SPREAD, iqr / median))
+    if method == CPU_TIMING_METHOD and _present(load) and load > MAX_HOST_LOAD:
+        out.append(Noise(side, HOST_LOAD, float(load)))
+    return out
+
+
+def _noise(r) -> tuple:
+    """Why an item's ratio means nothing (a row of `_timed`), baseline first; () when it
+    means something."""
+    return tuple(_side_noise("baseline", r.time_iqr_s_b, r.m_base, r.timing_method_b,
+                             r.host_load_b)
+                 + _side_noise("current", r.time_iqr_s, r.m_cur, r.timing_method,
+                               r.host_load))
+
+
 def _env_differences(base: pd.DataFrame, cur: pd.DataFrame) -> tuple:
     out = []
     for col in ENV_COLUMNS:
@@ -404,7 +491,8 @@ def _text(v) -> str:
 def compare(baseline: pd.DataFrame, current: pd.DataFrame, rule: Rule = Rule()) -> Comparison:
     """Everything that changed from `baseline` to `current` (results DataFrames)."""
     cols = KEY + ["case_group", "verdict", "reason", "known_failure", "time_median_s",
-                  "time_samples_s", "l2_flush", "device_name"]
+                  "time_samples_s", "time_iqr_s", "timing_method", "host_load", "l2_flush",
+                  "device_name"]
     base, cur = (_plain(latest_rows(df).reindex(columns=cols)) for df in (baseline, current))
     common = cur.merge(base, on=KEY, how="inner", suffixes=("", "_b"))
     only_cur, only_base = _only(cur, base), _only(base, cur)
@@ -413,8 +501,13 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, rule: Rule = Rule()) 
     same_device = _same(both, "device_name")
     same_flush = _same_flush(both)
     timed = both[same_device & same_flush]
-    compared = []
+    compared, noisy = [], []
     for r in timed.itertuples():
+        noise = _noise(r)
+        if noise:
+            noisy.append(NoisyTiming(r.op, r.case_id, r.impl, r.case_group, r.m_base, r.m_cur,
+                                     r.ratio, noise))
+            continue
         s_cur, s_base = kept_samples(r.time_samples_s), kept_samples(r.time_samples_s_b)
         p = mann_whitney_u(s_cur, s_base).p
         compared.append(TimingChange(r.op, r.case_id, r.impl, r.case_group, r.m_base, r.m_cur,
@@ -457,13 +550,14 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, rule: Rule = Rule()) 
             xpass.append(item)
     other_device = both[~same_device]
     other_flush = both[same_device & ~same_flush]
-    return Comparison(rule=rule, n_common=len(common), n_timed=len(timed),
+    return Comparison(rule=rule, n_common=len(common), n_timed=len(compared),
                       n_flush_differs=len(other_flush), n_device_differs=len(other_device),
                       n_timed_both=len(both),
                       flush_pairs=_pairs(other_flush, "l2_flush") if len(other_flush) else (),
                       device_pairs=_pairs(other_device, "device_name")
                       if len(other_device) else (),
                       timing=tuple(timing), compared=tuple(compared),
+                      noisy=tuple(sorted(noisy, key=lambda t: (t.op, t.case_id, t.impl))),
                       new_failures=new_failures, failing_new_cases=failing_new,
                       fixed_failures=fixed, known_failures=tuple(known),
                       unexpected_passes=tuple(xpass),

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from suite.outcomes import Determinism, FailureKind, Verdict
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 VERSION_KEY = b"bwd_suite_schema_version"
 
 OUTPUT_STRUCT = pa.struct([
@@ -110,6 +110,10 @@ class ResultRow:
     # (added in version 7)
     yardstick_note: Optional[str] = _col(_str)
     outputs: list = _col(pa.list_(OUTPUT_STRUCT), [])  # suite.verdicts.OutputCheck.as_row
+    # the tail of what the item wrote on stdout and stderr in its worker process (capped:
+    # suite.workers.OUTPUT_TAIL_CHARS); null when it wrote nothing or ran without workers
+    # (added in version 9)
+    output: Optional[str] = _col(_str)
     # the op's statistics of the item as a JSON object (OpSpec.case_stats), {"error": ...}
     # when they raised; null where the op declares none (added in version 8)
     stats_json: Optional[str] = _col(_str)
@@ -130,6 +134,9 @@ class ResultRow:
     time_warmup: Optional[int] = _col(_i32)
     l2_flush: Optional[str] = _col(_str)  # suite.timing.L2_FLUSH_MODES
     timing_pacing: Optional[str] = _col(_str)  # null off CUDA
+    # share of the host's cores busy with other processes while the samples were taken
+    # (suite/host_load.py); null where it could not be read (added in version 9)
+    host_load: Optional[float] = _col(_f64)
     # host time of one call until its device work is done, as a training loop sees it
     # (suite.timing.wall_time); kernels one call launches (suite/launches.py), null off
     # CUDA (both added in version 8)

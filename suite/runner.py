@@ -23,7 +23,7 @@ from typing import Callable, Iterator, Mapping, Optional, Sequence
 
 import torch
 
-from suite import cuda_fault, registry, tolerances
+from suite import cuda_fault, memory, registry, tolerances
 from suite.cases import Case
 from suite.diagnosis import diagnose_item
 from suite.inputs import DTYPES, generator, perturbed, poison_
@@ -72,6 +72,11 @@ class CaseContext:
     def __post_init__(self):
         p = self.case.params
         self.inputs = self.spec.make_inputs(p, self.case.seed, self.opts.device)
+        # before the golden: a case the device cannot hold is the harness's limit
+        short = memory.shortfall(memory.case_need(self.spec, self.inputs, p, self.opts.repeats),
+                                 self.opts.device, self.opts.golden_device)
+        if short:
+            raise CaseRefused(f"case refused: {short}")
         # not kept: on a case of GPT-2 large's 774M parameters the float64 inputs alone are
         # 31 GB, and the conditioning's perturbed copy as much again
         self.golden = self.spec.golden(**self.float64_inputs(), **self.inputs.attrs)
@@ -156,6 +161,7 @@ class CaseContext:
                 self.ref_errs = {o.name: normalized_error(out[o.name], self.golden[o.name])
                                  for o in self.outputs}
             except Exception as e:  # noqa: BLE001 - recorded, and every item says so
+                memory.note(e)
                 self.ref_failure = f"yardstick {ys.name} raised {type(e).__name__}: {e}"
                 self.ref_errs = {o.name: float("nan") for o in self.outputs}
         return self.ref_errs
@@ -329,7 +335,7 @@ class _Outputs(_Aliased):
         # overwrites: read first, so never poisoned
         out = super().__call__({k: poison_(v) for k, v in empties.items()
                                 if k not in self.aliases}, inputs)
-        self.given.append((out, dict(out)))
+        self.given.append((out, {k: (v, _handed(v), _kept(v)) for k, v in out.items()}))
         if self.device is not None:  # a micro-batch's call starts: its own peak from here
             self._close()
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -337,19 +343,37 @@ class _Outputs(_Aliased):
         return out
 
     def replaced(self) -> list[str]:
-        """Outputs not the tensor handed out any more (replaced or removed), by name."""
-        return sorted({k for out, orig in self.given for k, t in orig.items()
-                       if out.get(k) is not t})
+        """Outputs not the tensor handed out any more (replaced, removed, or given other
+        storage), by name."""
+        return sorted({k for out, orig in self.given for k, (t, handed, _) in orig.items()
+                       if out.get(k) is not t or _handed(t) != handed})
 
     def restore(self) -> None:
-        """Put the handed-out tensors back, so their (unwritten) values are checked."""
+        """Put the storage handed out back, so its (unwritten) values are checked."""
         for out, orig in self.given:
-            out.update(orig)
+            out.update({k: kept for k, (_, _, kept) in orig.items()})
+
+
+def storage_signature(t: torch.Tensor) -> tuple:
+    """Where a tensor's elements live: its storage (pointer and size), offset, shape,
+    strides and dtype. An implementation that swaps the storage under the same Python
+    object (`t.data = other`, `t.set_(other)`, `t.resize_(...)`) changes it."""
+    st = t.untyped_storage()
+    return (st.data_ptr(), st.nbytes(), t.storage_offset(), tuple(t.shape), t.stride(),
+            t.dtype)
 
 
 def _handed(v) -> list:
-    """(id, data pointer) of each tensor handed to a call, to find replaced ones."""
-    return [(id(t), t.data_ptr()) for t in tensor_list(v)]
+    """(id, storage signature) of each tensor handed to a call, to find replaced ones."""
+    return [(id(t), storage_signature(t)) for t in tensor_list(v)]
+
+
+def _kept(v):
+    """Views of the storage handed out (`detach` shares it): what gets checked when the
+    implementation swapped the storage under the tensor it was given."""
+    if isinstance(v, (list, tuple)):
+        return [t.detach() if isinstance(t, torch.Tensor) else t for t in v]
+    return v.detach() if isinstance(v, torch.Tensor) else v
 
 
 def _call(spec: OpSpec, fn, inputs: CaseInputs, params: Mapping,
@@ -363,7 +387,7 @@ def _call(spec: OpSpec, fn, inputs: CaseInputs, params: Mapping,
     alloc = alloc if alloc is not None else _Outputs()
     given = fresh_inputs(spec, inputs, also=alloc.aliases.values())
     handed = {k: _handed(given.tensors[k]) for k in spec.mutates}
-    orig = {k: tensor_list(given.tensors[k]) for k in spec.mutates}
+    orig = {k: tensor_list(_kept(given.tensors[k])) for k in spec.mutates}
     out = spec.call(fn, given, params, alloc)
     replaced = alloc.replaced()
     if replaced:
@@ -398,7 +422,7 @@ def run_item(ctx: CaseContext, impl: Implementation, run: Optional[RunInfo],
     stage = _Stage()
     try:
         _check(row, ctx, impl, impls_by_name, stage)
-        if ctx.opts.timing:
+        if ctx.opts.timing and row.verdict is not Verdict.ERROR:
             stage.now = "being timed"
             _time(row, ctx.spec, impl, ctx, ceilings)
     except Exception as e:  # noqa: BLE001 - the row keeps the message
@@ -412,6 +436,7 @@ def _raised(row: ResultRow, e: Exception, stage: str, ctx: CaseContext,
     tb = traceback.extract_tb(e.__traceback__)
     where = f" ({tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
     sticky = cuda_fault.note(e, f"{ctx.case.id} [{impl.name}]")
+    memory.note(e)  # the worker restarts before its next item
     lost = "; the CUDA context is lost: later items of this process are not run"
     while_ = "" if stage == "being called" else f" while {stage}"
     row.finish(Verdict.ERROR, f"{type(e).__name__}{while_}: {e}{where}" + (lost if sticky else ""),
@@ -427,6 +452,14 @@ def _check(row: ResultRow, ctx: CaseContext, impl: Implementation,
     row.bytes, row.flops = spec.bytes(case.params), spec.flops(case.params)
     stage.now = "computing the yardstick's error"
     ref_errs = ctx.yardstick_errors(impls_by_name)
+    if ctx.ref_failure:
+        if impl.name == spec.yardstick:  # the implementation under test raised
+            row.finish(Verdict.ERROR, ctx.ref_failure, FailureKind.EXCEPTION)
+        else:
+            row.finish(Verdict.ERROR, f"harness: {ctx.ref_failure}: without its error there "
+                                      f"is no bound to judge {impl.name} by (not run)",
+                       FailureKind.HARNESS)
+        return
     before = snapshot(ctx.inputs.tensors)
     dev = opts.device
     stage.now = "being called"
@@ -474,13 +507,14 @@ def _check(row: ResultRow, ctx: CaseContext, impl: Implementation,
                                [{o.name: r[o.name] for o in ctx.outputs} for r in repeats],
                                ctx.golden, {c.name: c.allowed for c in checks})
     row.determinism, row.det_repeats, row.det_spread = det.result, det.repeats, det.spread
+    if det.result is Determinism.BITWISE and any(c.n_unwritten for c in checks):
+        # poison repeated bit for bit is not a reproducible result
+        row.determinism = Determinism.FAIL
     if det.result is Determinism.FAIL or (
             impl.deterministic and det.result is Determinism.NONDETERMINISTIC):
         claim = " (the implementation claims bitwise reductions)" if impl.deterministic else ""
         failures.append((FailureKind.NONDETERMINISTIC, det.message + claim))
 
-    if ctx.ref_failure:
-        failures.append((FailureKind.EXCEPTION, ctx.ref_failure))
     if failures:
         row.finish(Verdict.FAIL, "; ".join(m for _, m in failures), failures[0][0])
         _diagnose(row, ctx, first, checks)
@@ -527,6 +561,7 @@ def _time(row: ResultRow, spec: OpSpec, impl: Implementation, ctx: CaseContext,
     row.time_median_s, row.time_iqr_s = timing.median_s, timing.iqr_s
     row.time_warmup, row.l2_flush, row.timing_pacing = (timing.warmup, timing.l2_flush,
                                                         timing.pacing)
+    row.host_load = timing.host_load
     # a training loop's view of one call: on CPU perf_counter around the call is that
     # already; on CUDA host time to a synchronize, then the kernels one call launches
     if opts.device.type == "cuda":
@@ -576,7 +611,9 @@ def case_context(spec: OpSpec, case: Case, opts: RunOptions) -> "CaseContext | R
         return Refused(str(e))
     except Exception as e:  # noqa: BLE001 - a broken input factory or golden is an error row
         cuda_fault.note(e, f"{case.id} (case setup)")
-        return f"case setup failed: {type(e).__name__}: {e}"
+        memory.note(e)
+        return (f"harness: the case's inputs or float64 golden could not be built: "
+                f"{type(e).__name__}: {e}")
 
 
 class ContextCache:
@@ -610,6 +647,6 @@ def run_case(spec: OpSpec, case: Case, impls: list, opts: RunOptions,
         if isinstance(ctx, Refused):
             yield row.finish(Verdict.UNSUPPORTED, ctx.reason, duration_s=0.0)
         elif isinstance(ctx, str):
-            yield row.finish(Verdict.ERROR, ctx, FailureKind.EXCEPTION, duration_s=0.0)
+            yield row.finish(Verdict.ERROR, ctx, FailureKind.HARNESS, duration_s=0.0)
         else:
             yield run_item(ctx, impl, run, ceilings, by_name)

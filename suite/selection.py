@@ -25,6 +25,9 @@ def parse_device(name: Optional[str], flag: str = "--device"):
         dev = torch.device(name)
     except RuntimeError as e:
         raise SuiteInputError(flag, f"{name!r} is not a torch device: {e}") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise SuiteInputError(flag, f"{name!r}: the suite runs on cpu or cuda devices, not "
+                                    f"{dev.type}")
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise SuiteInputError(flag, f"{name!r}: CUDA is not available on this machine")
     if dev.type == "cuda" and dev.index is None:
@@ -77,6 +80,12 @@ def implementations_by_op(names: Optional[list], include_mutants=False,
             for o in registry.ops()}
 
 
+def bound_ops(impls_by_op: dict) -> set:
+    """The ops that --impl's outside implementations (OP=module:object, or decorated) are
+    bound to."""
+    return {o for o, impls in impls_by_op.items() for i in impls if i.origin}
+
+
 def select(args) -> Selection:
     """The plan of `args` (--device, --profile, --op, --cases, --case, --impl,
     --include-mutants, --allow-large)."""
@@ -93,7 +102,11 @@ def select(args) -> Selection:
     impls = implementations_by_op(names, mutants, args.op)
     cases = cases_mod.load_cases(args.cases or (), op=args.op, profile=profile,
                                  max_sweep=max_sweep(args))
-    scope = f"of profile {profile}" + (f" and op {args.op}" if args.op else "")
+    bound = bound_ops(impls) if not args.op else set()
+    if bound:  # an implementation bound to an op implies that op
+        cases = [c for c in cases if c.op in bound]
+    scope = f"of profile {profile}" + (f" and op {args.op}" if args.op else
+                                       f" and op {', '.join(sorted(bound))}" if bound else "")
     cases = matching(cases, args.case, scope)
     plan = Plan.of(cases, impls.__getitem__)
     if names and not plan.entries:

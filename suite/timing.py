@@ -28,6 +28,10 @@ The flush (`l2_flush`, docs/timing.md#l2-flush):
 
 On CPU the clock is `time.perf_counter` around each call, with no flush ("none").
 
+Around the samples (not the warm-up, whose first calls may compile in other processes),
+on CPU and CUDA alike, `suite.host_load` measures the share of the cores that other
+processes kept busy: the Timing's `host_load` (docs/timing.md#host-load).
+
 `wall_time` is the other clock: the host's time of a call until the device has finished it,
 as a training loop waits for it (no flush, no hold, so launch gaps and host work count).
 """
@@ -42,6 +46,8 @@ from typing import Callable, Sequence
 
 import torch
 
+from suite.host_load import HostLoadMeter
+
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 L2_FLUSH_MODES = ("clean", "dirty", "none")
 # torch.utils.benchmark warns when the interquartile range exceeds this share of the median.
@@ -49,6 +55,9 @@ NOISY_IQR_RATIO = 0.10
 # Fewer samples than this make the median and IQR meaningless, unless one call alone
 # overruns the time budget.
 MIN_SAMPLES = 3
+# Timing.method of each clock; suite/regression.py holds a copy of CPU_METHOD (it does not
+# import torch) and applies the host-load rule to it alone.
+CPU_METHOD, CUDA_METHOD = "perf_counter", "cuda_events"
 
 # One flush buffer per CUDA device index, allocated on first use and kept: reallocating
 # 256 MiB per call would put allocator work next to the timed region.
@@ -92,13 +101,16 @@ def quantile(sorted_values: Sequence[float], q: float) -> float:
 
 @dataclass(frozen=True)
 class Timing:
-    method: str  # "cuda_events" or "perf_counter"
+    method: str  # CUDA_METHOD or CPU_METHOD
     samples_s: tuple  # every kept sample, seconds, in the order measured
     warmup: int  # warm-up calls made before the first sample (on CUDA, as warmup_s asked)
     l2_flush: str  # how the L2 was flushed before each sample: L2_FLUSH_MODES
     # CUDA: how the GPU was kept ahead of the host: CUDA_PACING, or CUDA_OUTRUN where the
     # hold ended before the host had enqueued every sample
     pacing: str | None = None
+    # share of the cores other processes kept busy during the samples (suite.host_load);
+    # None where it could not be read
+    host_load: float | None = None
 
     def __post_init__(self) -> None:
         if not self.samples_s:
@@ -139,17 +151,19 @@ def _time_cpu(fn: Callable[[], object], warmup: int, repeats: int,
         setup()
         fn()
     samples: list[float] = []
-    began = time.perf_counter()
-    while len(samples) < repeats:
-        setup()
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-        spent = time.perf_counter() - began
-        if spent > max_time_s and len(samples) >= _min_samples(repeats, samples[0], max_time_s):
-            break
-    return Timing(method="perf_counter", samples_s=tuple(samples), warmup=warmup,
-                  l2_flush="none")
+    with HostLoadMeter() as load:
+        began = time.perf_counter()
+        while len(samples) < repeats:
+            setup()
+            t0 = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - t0)
+            spent = time.perf_counter() - began
+            if (spent > max_time_s
+                    and len(samples) >= _min_samples(repeats, samples[0], max_time_s)):
+                break
+    return Timing(method=CPU_METHOD, samples_s=tuple(samples), warmup=warmup,
+                  l2_flush="none", host_load=load.share)
 
 
 def _kept(store: dict, index: int, make: Callable[[str], torch.Tensor]) -> torch.Tensor:
@@ -271,20 +285,21 @@ def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, warm
             return events, outrun, time.perf_counter() - began, first_s
 
         hold_s = min(_HOLD_MARGIN * planned * host_s + _HOLD_BASE_S, _MAX_HOLD_S)
-        events, outrun, enqueue_s, first_s = (held_samples(hold_s) if planned > 0
-                                              else ([], False, 0.0, 0.0))
-        retry_s = _RETRY_MARGIN * enqueue_s + _HOLD_BASE_S
-        # A first call far over the warm-up's host time waited for the spin: the fn
-        # synchronizes, and a longer hold would only be waited for too.
-        waited = first_s > max(2 * host_s, hold_s / 2)
-        if outrun and not waited and retry_s <= _MAX_HOLD_S:
+        with HostLoadMeter() as load:
+            events, outrun, enqueue_s, first_s = (held_samples(hold_s) if planned > 0
+                                                  else ([], False, 0.0, 0.0))
+            retry_s = _RETRY_MARGIN * enqueue_s + _HOLD_BASE_S
+            # A first call far over the warm-up's host time waited for the spin: the fn
+            # synchronizes, and a longer hold would only be waited for too.
+            waited = first_s > max(2 * host_s, hold_s / 2)
+            if outrun and not waited and retry_s <= _MAX_HOLD_S:
+                torch.cuda.synchronize(index)
+                events, outrun, _, _ = held_samples(retry_s)
             torch.cuda.synchronize(index)
-            events, outrun, _, _ = held_samples(retry_s)
-        torch.cuda.synchronize(index)
         samples = tuple(start.elapsed_time(end) / 1e3 for _, start, end in kept + events)
     pacing = None if not rate else CUDA_OUTRUN if outrun else CUDA_PACING
-    return Timing(method="cuda_events", samples_s=samples, warmup=made, l2_flush=l2_flush,
-                  pacing=pacing)
+    return Timing(method=CUDA_METHOD, samples_s=samples, warmup=made, l2_flush=l2_flush,
+                  pacing=pacing, host_load=load.share)
 
 
 def time_call(fn: Callable[[], object], device: torch.device | str, *, warmup: int = 3,
@@ -295,7 +310,8 @@ def time_call(fn: Callable[[], object], device: torch.device | str, *, warmup: i
     `warmup_s`; `warmup=0` means none at all), then up to `repeats` timed ones,
     fewer once the samples have taken more than `max_time_s` (but at least 3, or 1 when a
     single call overruns the budget), each after an L2 flush of the kind `l2_flush` names
-    (CUDA only; module docstring). `setup()`, if given, runs before every call, warm-up
+    (CUDA only; module docstring), with the host's load over the samples
+    (`host_load`). `setup()`, if given, runs before every call, warm-up
     included, outside the timed region (restoring inputs an op updates in place).
     Every sample is kept. That `fn` does real work (no
     all-zero inputs, no skipped kernels) is the caller's job."""

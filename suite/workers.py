@@ -3,42 +3,71 @@
 The parent hands each worker one case at a time (the case and its implementations, by
 reference) and records the rows the worker sends back, one per item, as they finish. A
 worker that dies (a signal, an exit, a lost CUDA context) costs the item it was running:
-that item is recorded as `error` with the exit status and the last lines the worker wrote
-on stderr; one that outlives the item timeout is killed and its item recorded as
-`timeout`. Either way a fresh worker takes the case's remaining items, and the run goes
-on. Each worker is pinned to one device: on CUDA through CUDA_VISIBLE_DEVICES, set before
-the worker imports torch, so that it sees its GPU as cuda:0.
+that item is recorded as `error` with the exit status and the last lines the item wrote;
+one that outlives the item timeout is killed and its item recorded as `timeout`. Either
+way a fresh worker takes the case's remaining items, and the run goes on. Each worker is
+pinned to one device: on CUDA through CUDA_VISIBLE_DEVICES, set before the worker imports
+torch, so that it sees its GPU as cuda:0.
+
+What the run trusts of a worker, and what it does not:
+- Messages come back as length-prefixed JSON frames (suite/frames.py), checked against
+  what the parent asked for; bytes that are not such a frame cost the worker's item, and
+  nothing a worker sends is unpickled.
+- A worker loads each implementation just before its item and says so first: one whose
+  module raises there is `error` (not loaded) for all its items, and one whose worker dies
+  loading it MAX_LOAD_DEATHS times likewise; every death is charged to an item or an
+  implementation, so no worker restarts forever.
+- Workers die with the run (PR_SET_PDEATHSIG, and a watchdog of the parent's pid), each
+  leads its own process group, which the parent kills with it (forks an implementation
+  left behind), and a fork of an implementation never sends a row.
+- What implementations print (stdout and stderr, C code's too) goes to the worker's log,
+  never to the run's output; each row keeps the tail of what its item wrote (`output`),
+  and the parent cuts a log that grows past LOG_CAP_BYTES back to its tail.
 
 Workers are started with "spawn" (CUDA cannot be used in a forked child) and resolve the
 implementations again by name (`suite.registry.resolve`), so an implementation must be
 registered or importable as `OP=module:object`; the driver runs plans of other
-implementations in its own process.
+implementations in its own process. A pool outlives one plan: `fuzz` runs its drawn cases
+and then each shrinking step through the same workers.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import multiprocessing as mp
 import os
 import signal
 import time
-from collections import deque
-from dataclasses import dataclass
+from collections import Counter, deque
+from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Optional
 
+from suite import frames
 from suite.outcomes import FailureKind, Verdict
 from suite.plan import CasePlan, Plan
 from suite.rows import ResultRow, RunInfo
 
-# A worker exits with this after an item that lost its CUDA context: the parent restarts it.
+# A worker exits with these after an item that lost its CUDA context or ran out of memory:
+# the parent restarts it (nobody's fault) and the case's other items go on
 EXIT_CONTEXT_LOST = 75
+EXIT_OUT_OF_MEMORY = 76
 # Per profile: long enough for the slowest legitimate item (golden and timing included).
 ITEM_TIMEOUT_S = {"smoke": 300.0, "ci": 300.0, "gpu": 600.0, "perf": 900.0, "nightly": 900.0}
 DEFAULT_ITEM_TIMEOUT_S = 600.0
-STDERR_TAIL_LINES = 8
 _START_TIMEOUT_S = 600.0  # importing torch and the registry in a fresh process
+# deaths of a worker while loading one implementation before its items are given up
+MAX_LOAD_DEATHS = 2
+# worker deaths in a row charged to no item and no implementation (before it was ready,
+# or idle): the harness cannot run here
+MAX_FRUITLESS_DEATHS = 3
+# what an item wrote, as kept in its row and in a reason: the last lines, each cut
+OUTPUT_TAIL_CHARS, OUTPUT_LINE_CHARS, REASON_TAIL_LINES = 4000, 500, 8
+# a worker's log is cut back to its last LOG_KEEP_BYTES when it passes LOG_CAP_BYTES
+LOG_CAP_BYTES, LOG_KEEP_BYTES = 8 << 20, 256 << 10
+_READ_CHUNK = 1 << 16
 
 
 def item_timeout(profile: str) -> float:
@@ -54,55 +83,108 @@ class WorkerSetup:
     ceilings: object  # suite.roofline.Ceilings
     cuda_visible: Optional[str]  # CUDA_VISIBLE_DEVICES for the worker; None: leave it
     threads: Optional[int]  # torch intra-op threads on a CPU; None: torch's default
-    log: str  # the worker's stderr goes here (appended)
+    log: str  # the worker's stdout and stderr go here (appended)
+    parent_pid: int = 0
 
 
-def _worker_main(conn, setup: WorkerSetup) -> None:
-    """A worker: run the cases it is sent, one row a message, until told to stop."""
+# ---------------------------------------------------------------- the worker process
+
+def _set_death_signal() -> None:
+    """Ask Linux to kill this process when the process that started it dies."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the watchdog thread alone
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """End this worker when the run is gone (where PR_SET_PDEATHSIG is missing)."""
+    import threading
+
+    def watch():
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(1)
+            time.sleep(1.0)
+
+    threading.Thread(target=watch, name="bwd-suite-parent-watch", daemon=True).start()
+
+
+class _Sender:
+    """Frames to the parent, from the worker process only: a fork of an implementation
+    that reaches a send exits there instead, so it never produces a row."""
+
+    def __init__(self, fd: int):
+        self.fd, self.pid = fd, os.getpid()
+
+    def __call__(self, **message) -> None:
+        if os.getpid() != self.pid:
+            os._exit(0)
+        frames.write_all(self.fd, frames.encode(message))
+
+
+def _worker_main(tasks, messages, setup: WorkerSetup) -> None:
+    """A worker: run the cases it is sent, one frame a message, until told to stop."""
+    if setup.parent_pid:
+        _set_death_signal()
+        if os.getppid() != setup.parent_pid:  # the run died before the signal was set
+            os._exit(1)
+        _watch_parent(setup.parent_pid)
+    os.setpgrp()  # the parent kills the group: forks an implementation leaves behind too
+    os.register_at_fork(after_in_child=_set_death_signal)
     if setup.cuda_visible is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = setup.cuda_visible
-    log = open(setup.log, "a", buffering=1, encoding="utf-8", errors="replace")
-    os.dup2(log.fileno(), 2)
     import sys
 
-    sys.stderr = log
+    log = os.open(setup.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    for fd in (1, 2):  # an implementation's output, C code's included, never reaches the run
+        os.dup2(log, fd)
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(line_buffering=True, errors="replace")
+    send = _Sender(messages.fileno())
+
     import torch
 
-    from suite import cuda_fault, registry
-    from suite.driver import Driver, Each
+    from suite import cuda_fault, memory, registry, results
+    from suite.driver import Driver
+    from suite.errors import SuiteInputError
 
     if setup.threads:
         torch.set_num_threads(setup.threads)
     driver = Driver(setup.opts, setup.run, setup.ceilings)
-    conn.send(("ready",))
+
+    def flushed() -> int:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return os.fstat(1).st_size
+
+    send(m="ready", pid=os.getpid())
     while True:
-        task = conn.recv()
+        task = tasks.recv()  # pickled by the parent, which the worker trusts
         if task is None:
             return
         task_id, op, case_fields, refs = task
         case = _case(case_fields)
         spec = registry.ops()[op]
-        impls = []
-        for ref in refs:
-            impls.append(registry.resolve(op, ref))
-        k = {"i": 0}
-
-        def started(i):  # with where its stderr log stands, for the parent's tail of it
-            log.flush()
-            conn.send(("start", task_id, i, os.fstat(2).st_size))
-
-        def sent(row):
-            conn.send(("row", task_id, k["i"], row.to_record()))
-            k["i"] += 1
+        for i, ref in refs:
+            send(m="load", task=task_id, i=i)
+            try:
+                impl = registry.resolve(op, ref)
+            except BaseException as e:  # noqa: BLE001 - SystemExit of a module too
+                why = e.what if isinstance(e, SuiteInputError) else f"{type(e).__name__}: {e}"
+                send(m="load_failed", task=task_id, i=i, reason=why[:OUTPUT_TAIL_CHARS])
+                continue
+            send(m="start", task=task_id, i=i, log=flushed())
+            row = driver.rows(Plan.single(spec, case, impl))[0]
+            send(m="row", task=task_id, i=i, row=results.storable_record(row), log=flushed())
             if cuda_fault.lost_at():  # the rest of the case on a fresh worker
-                log.flush()
                 os._exit(EXIT_CONTEXT_LOST)
-            if k["i"] < len(impls):
-                started(k["i"])
-
-        started(0)
-        driver.run(Plan((CasePlan(spec, case, tuple(impls)),)), Each(sent))
-        conn.send(("done", task_id))
+            if memory.oom_seen():  # the allocator may keep what it held: start clean
+                os._exit(EXIT_OUT_OF_MEMORY)
+        send(m="done", task=task_id)
 
 
 def _case_fields(case) -> dict:
@@ -120,30 +202,33 @@ def _case(fields: dict):
     return Case(**{**fields, "params": MappingProxyType(fields["params"])})
 
 
+# ---------------------------------------------------------------- the parent's records
+
 @dataclass
 class _Task:
     id: int
     entry: CasePlan
-    first: int = 0  # the entry's implementations from this index on are still to run
-
-    @property
-    def impls(self) -> tuple:
-        return self.entry.impls[self.first:]
+    pending: list  # indices into entry.impls still without a row, in order
 
 
-@dataclass
+@dataclass(eq=False)
 class _Worker:
     slot: int
     process: object
-    conn: object
+    tasks: object  # the parent's end of the task pipe
+    messages: int  # the parent's end of the message pipe (a raw fd, read non-blocking)
     device_label: str
+    log: str
+    reader: frames.FrameReader = field(default_factory=frames.FrameReader)
     ready: bool = False
     task: Optional[_Task] = None
-    item: Optional[int] = None  # index into the task's implementations, in flight
-    rows_seen: int = 0  # rows received of the task
-    since: float = 0.0  # when the item in flight started
+    loading: Optional[int] = None  # implementation index being loaded
+    item: Optional[int] = None  # implementation index whose item is in flight
+    last: Optional[int] = None  # the last index it sent a row for, in this task
+    since: float = 0.0  # when the load or item in flight started
     log_offset: int = 0
-    log: str = ""
+    corrupt: str = ""  # why its stream was refused
+    closed: bool = False  # its message pipe reached end of file
 
 
 @dataclass
@@ -155,8 +240,27 @@ class PoolOptions:
     threads: Optional[int] = None
 
 
+def impl_key(impl) -> tuple:
+    return (impl.op, impl.origin or impl.name)
+
+
+def tail_text(raw: bytes, chars: int = OUTPUT_TAIL_CHARS) -> str:
+    """The last lines of what an item wrote, each cut to OUTPUT_LINE_CHARS, at most
+    `chars` in all: one 4 MiB line must not become every row's reason."""
+    lines = [ln if len(ln) <= OUTPUT_LINE_CHARS else ln[:OUTPUT_LINE_CHARS] + " [...]"
+             for ln in raw.decode("utf-8", "replace").splitlines() if ln.strip()]
+    kept, size = [], 0
+    for ln in reversed(lines):
+        if size + len(ln) + 1 > chars:
+            break
+        kept.append(ln)
+        size += len(ln) + 1
+    return "\n".join(reversed(kept))
+
+
 class Pool:
-    """Worker processes running a plan's items; rows go to the sink as they arrive."""
+    """Worker processes running plans' items; rows go to the sink as they arrive. Started
+    on the first `run`, kept for the next ones, stopped by `close` (or leaving `with`)."""
 
     def __init__(self, opts, run: Optional[RunInfo], ceilings, pool: PoolOptions):
         import tempfile
@@ -164,8 +268,18 @@ class Pool:
         self.opts, self.run_info, self.ceilings, self.pool = opts, run, ceilings, pool
         self.ctx = mp.get_context("spawn")
         self.log_dir = Path(pool.log_dir or tempfile.mkdtemp(prefix="bwd-suite-workers-"))
-        self.log_dir.mkdir(parents=True, exist_ok=True)
         self.workers: list[_Worker] = []
+        self.broken: dict = {}  # impl_key -> why its items are not run
+        self.load_deaths: Counter = Counter()  # impl_key -> worker deaths while loading it
+        self.fruitless = 0  # deaths in a row charged to nothing (MAX_FRUITLESS_DEATHS)
+        self.harness_failure = ""  # why no worker can run anything
+        self._next_task = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     # ---------------------------------------------------------------- processes
 
@@ -185,68 +299,135 @@ class Pool:
                                        if opts.golden_device.type == "cuda"
                                        else opts.golden_device)
         log = str(self.log_dir / f"worker-{slot}.log")
-        return WorkerSetup(opts, self.run_info, self.ceilings, cuda_visible, self.pool.threads, log)
+        return WorkerSetup(opts, self.run_info, self.ceilings, cuda_visible, self.pool.threads,
+                           log, os.getpid())
 
     def _start(self, slot: int) -> _Worker:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
         setup = self._setup(slot)
-        parent, child = self.ctx.Pipe()
-        proc = self.ctx.Process(target=_worker_main, args=(child, setup), daemon=True,
+        task_r, task_w = self.ctx.Pipe(duplex=False)
+        msg_r, msg_w = self.ctx.Pipe(duplex=False)
+        proc = self.ctx.Process(target=_worker_main, args=(task_r, msg_w, setup), daemon=True,
                                 name=f"bwd-suite-worker-{slot}")
         proc.start()
-        child.close()
-        label = self.pool.devices[slot % len(self.pool.devices)]
-        w = _Worker(slot, proc, parent, label, log=setup.log)
+        task_r.close()
+        msg_w.close()
+        fd = os.dup(msg_r.fileno())  # read raw: frames.FrameReader, never .recv (pickle)
+        msg_r.close()
+        os.set_blocking(fd, False)
+        w = _Worker(slot, proc, task_w, fd, self.pool.devices[slot % len(self.pool.devices)],
+                    setup.log)
         w.since = time.monotonic()
         return w
+
+    def _kill_group(self, w: _Worker) -> None:
+        try:
+            os.killpg(w.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
 
     def _stop(self, w: _Worker, kill: bool = False) -> None:
         try:
             if not kill and w.process.is_alive():
-                w.conn.send(None)
+                w.tasks.send(None)
                 w.process.join(5)
-        except (OSError, EOFError, BrokenPipeError):
+        except (OSError, EOFError, BrokenPipeError, ValueError):
             pass
-        if w.process.is_alive():
-            w.process.kill()
-            w.process.join(5)
-        w.conn.close()
+        self._kill_group(w)  # what its implementations forked, and the worker if still up
+        w.process.join(5)
+        try:
+            w.process.close()  # its sentinel's descriptor: a long fuzz restarts many workers
+        except ValueError:
+            pass
+        for close in (w.tasks.close, lambda: os.close(w.messages)):
+            try:
+                close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Stop every worker (and what its implementations left running); keep the logs
+        that hold something."""
+        for w in self.workers:
+            self._stop(w, kill=w.task is not None)
+            self._cap_log(w)
+        self.workers = []
+        self._drop_empty_logs()
+
+    def _drop_empty_logs(self) -> None:
+        """Keep the workers' logs only where they wrote something."""
+        if not self.log_dir.exists():
+            return
+        for log in self.log_dir.glob("worker-*.log"):
+            if log.stat().st_size == 0:
+                log.unlink()
+        try:
+            self.log_dir.rmdir()  # only when empty
+        except OSError:
+            pass
 
     # ---------------------------------------------------------------- rows
 
-    def _row_of(self, record: dict, w: _Worker) -> ResultRow:
-        row = ResultRow.from_record(record)
+    def _row_of(self, record, w: _Worker) -> ResultRow:
+        """A worker's row, checked: a record of the schema, of the item asked for."""
+        from suite.results import SCHEMA
+
+        if not isinstance(record, dict) or set(record) - set(SCHEMA.names):
+            raise frames.CorruptStream("a row that is not a record of the results schema")
+        try:
+            row = ResultRow.from_record(record)
+        except (TypeError, ValueError) as e:
+            raise frames.CorruptStream(f"a row the schema refuses ({e})") from None
+        entry, impl = w.task.entry, w.task.entry.impls[w.item]
+        if (row.op, row.case_id, row.impl) != (entry.spec.name, entry.case.id, impl.name) \
+                or row.verdict is None:
+            raise frames.CorruptStream(f"a row of another item ({row.op} {row.case_id} "
+                                       f"[{row.impl}])")
         if w.device_label.startswith("cuda"):
             row.device = w.device_label  # the parent's name of the worker's GPU
         return row
 
-    def _lost_row(self, w: _Worker, verdict: Verdict, kind: FailureKind, why: str) -> ResultRow:
-        """The row of the item in flight when its worker died or was killed."""
+    def _new_row(self, entry: CasePlan, index: int, device_label: str, verdict: Verdict,
+                 kind: FailureKind, why: str, duration_s: float = 0.0) -> ResultRow:
+        """A row the parent writes itself (the worker could not)."""
         from suite.runner import _row
 
-        entry = w.task.entry
-        impl = w.task.impls[w.item]
-        row = _row(self.run_info, entry.case, impl, entry.spec,
-                   "cuda" if w.device_label.startswith("cuda") else "cpu")
-        row.finish(verdict, why, kind, duration_s=time.monotonic() - w.since)
-        if w.device_label.startswith("cuda"):
-            row.device = w.device_label
+        row = _row(self.run_info, entry.case, entry.impls[index], entry.spec,
+                   "cuda" if device_label.startswith("cuda") else "cpu")
+        row.finish(verdict, why, kind, duration_s=duration_s)
+        if device_label.startswith("cuda"):
+            row.device = device_label
         return row
 
-    def _stderr_tail(self, w: _Worker) -> str:
+    def _item_output(self, w: _Worker, end: Optional[int] = None) -> str:
+        """What the worker wrote since the item in flight started, up to `end` (where its
+        log stood when the item finished) or all of it (its tail)."""
         try:
             with open(w.log, "rb") as f:
                 f.seek(w.log_offset)
-                text = f.read().decode("utf-8", "replace")
+                size = end - w.log_offset if isinstance(end, int) and end >= w.log_offset \
+                    else -1
+                return tail_text(f.read(size))
         except OSError:
             return ""
-        lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-        return " | ".join(lines[-STDERR_TAIL_LINES:])
 
-    def _log_size(self, w: _Worker) -> int:
+    def _cap_log(self, w: _Worker) -> None:
+        """A log past LOG_CAP_BYTES is cut back to its tail (the worker appends, so it
+        writes on after the cut)."""
         try:
-            return os.path.getsize(w.log)
+            size = os.path.getsize(w.log)
+            if size <= LOG_CAP_BYTES:
+                return
+            with open(w.log, "r+b") as f:
+                f.seek(size - LOG_KEEP_BYTES)
+                keep = f.read()
+                f.seek(0)
+                f.truncate()
+                f.write(f"[bwd-suite: {size - len(keep)} earlier bytes of this log "
+                        f"dropped]\n".encode() + keep)
+            w.log_offset = 0
         except OSError:
-            return 0
+            pass
 
     @staticmethod
     def _exit_words(code: Optional[int]) -> str:
@@ -260,110 +441,258 @@ class Pool:
             return f"killed by {name} (exit status {code})"
         if code == EXIT_CONTEXT_LOST:
             return "lost its CUDA context"
+        if code == EXIT_OUT_OF_MEMORY:
+            return "restarted after running out of memory"
         return f"exited with status {code}"
 
     # ---------------------------------------------------------------- the loop
 
     def run(self, plan: Plan, sink) -> None:
-        tasks = deque(_Task(i, e) for i, e in enumerate(plan))
-        n = max(1, min(self.pool.workers, len(tasks) or 1))
-        self.workers = [self._start(slot) for slot in range(n)]
+        """Every item of `plan`, each row to `sink` as it arrives. An exception (the sink
+        stopping the run, Ctrl-C) stops the workers; the next run starts fresh ones."""
+        tasks = deque()
+        for entry in plan:
+            tasks.append(_Task(self._next_task, entry, list(range(len(entry.impls)))))
+            self._next_task += 1
+        want = max(1, min(self.pool.workers, len(tasks) or 1))
         try:
+            while len(self.workers) < want and not self.harness_failure:
+                self.workers.append(self._start(len(self.workers)))
             self._loop(tasks, sink)
-        finally:
-            for w in self.workers:
-                self._stop(w, kill=w.task is not None)
-            self._drop_empty_logs()
+        except BaseException:
+            self.close()
+            raise
 
-    def _drop_empty_logs(self) -> None:
-        """Keep the workers' logs only where they wrote something."""
-        for log in self.log_dir.glob("worker-*.log"):
-            if log.stat().st_size == 0:
-                log.unlink()
-        try:
-            self.log_dir.rmdir()  # only when empty
-        except OSError:
-            pass
-
-    def _give(self, w: _Worker, tasks: deque) -> None:
+    def _give(self, w: _Worker, tasks: deque, sink) -> None:
+        """The next task's items to `w`; those of broken implementations are recorded
+        here, without a worker."""
         task = tasks.popleft()
-        w.task, w.item, w.rows_seen = task, None, 0
-        w.log_offset = self._log_size(w)
-        refs = [i.origin or i.name for i in task.impls]
-        w.conn.send((task.id, task.entry.spec.name, _case_fields(task.entry.case), refs))
+        entry = task.entry
+        for i in list(task.pending):
+            why = self.broken.get(impl_key(entry.impls[i]))
+            if why:
+                sink.add(self._new_row(entry, i, w.device_label, Verdict.ERROR,
+                                       FailureKind.NOT_LOADED, why))
+                task.pending.remove(i)
+        if not task.pending:
+            return
+        w.task, w.item, w.loading, w.last = task, None, None, None
+        refs = [(i, entry.impls[i].origin or entry.impls[i].name) for i in task.pending]
+        w.tasks.send((task.id, entry.spec.name, _case_fields(entry.case), refs))
         w.since = time.monotonic()
 
-    def _replace(self, w: _Worker, tasks: deque, resume_from: Optional[int]) -> None:
-        """Restart a worker's slot; the rest of its task (after the lost item) goes first."""
-        if w.task is not None and resume_from is not None:
-            rest = _Task(w.task.id, w.task.entry, w.task.first + resume_from)
-            if rest.impls:
-                tasks.appendleft(rest)
+    def _requeue(self, w: _Worker, tasks: deque) -> None:
+        """What is left of a worker's task goes first, to the next worker free."""
+        if w.task is not None and w.task.pending:
+            tasks.appendleft(w.task)
+        w.task = None
+
+    def _replace(self, w: _Worker) -> None:
         self._stop(w, kill=True)
         self.workers[self.workers.index(w)] = self._start(w.slot)
 
     def _loop(self, tasks: deque, sink) -> None:
         while tasks or any(w.task is not None for w in self.workers):
+            if self.harness_failure:
+                self._fail_all(tasks, sink)
+                return
             for w in self.workers:
-                if w.ready and w.task is None and tasks:
-                    self._give(w, tasks)
-            conns = {w.conn: w for w in self.workers}
-            ready = wait(list(conns), timeout=self._wait_s())
-            for c in ready:
-                w = conns[c]
-                try:
-                    msg = c.recv()
-                except (EOFError, OSError):
+                while w.ready and w.task is None and tasks:
+                    self._give(w, tasks, sink)
+            by_fd = {w.messages: w for w in self.workers}
+            by_sentinel = {w.process.sentinel: w for w in self.workers}
+            ready = wait(list(by_fd) + list(by_sentinel), timeout=self._wait_s())
+            for r in ready:
+                if r in by_fd:
+                    self._read(by_fd[r], tasks, sink)
+            for r in ready:  # exits after the bytes they sent before dying
+                w = by_sentinel.get(r)
+                if w is not None and w in self.workers:
+                    self._read(w, tasks, sink)
+                    if w in self.workers:
+                        self._died(w, tasks, sink)
+            for w in list(self.workers):
+                if w.corrupt:
                     self._died(w, tasks, sink)
-                    continue
-                self._handle(w, msg, tasks, sink)
             self._check_clocks(tasks, sink)
+
+    def _read(self, w: _Worker, tasks: deque, sink) -> None:
+        """Everything waiting on the worker's pipe, message by message."""
+        while not w.corrupt and not w.closed:
+            try:
+                data = os.read(w.messages, _READ_CHUNK)
+            except BlockingIOError:
+                return
+            except OSError as e:
+                if e.errno == errno.EINTR:
+                    continue
+                w.closed = True
+                return
+            if not data:
+                w.closed = True
+                return
+            try:
+                for message in w.reader.feed(data):
+                    self._handle(w, message, tasks, sink)
+            except frames.CorruptStream as e:
+                w.corrupt = str(e)
+                self._kill_group(w)
 
     def _wait_s(self) -> float:
         now, left = time.monotonic(), [1.0]
         for w in self.workers:
-            if w.task is not None and w.item is not None:
+            if w.task is not None and (w.item is not None or w.loading is not None):
                 left.append(self.pool.item_timeout_s - (now - w.since))
         return max(0.01, min(left))
 
-    def _handle(self, w: _Worker, msg: tuple, tasks: deque, sink) -> None:
-        kind = msg[0]
-        if kind == "ready":
-            w.ready = True
+    def _expect(self, w: _Worker, message: dict, *fields) -> tuple:
+        """The message's fields, checked against the task in flight."""
+        values = []
+        for name in fields:
+            v = message.get(name)
+            if name == "task" and (w.task is None or v != w.task.id):
+                raise frames.CorruptStream(f"a message of task {v!r}, not the one in flight")
+            if name == "i" and (w.task is None or not isinstance(v, int)
+                                or isinstance(v, bool) or v not in w.task.pending):
+                raise frames.CorruptStream(f"a message of item {v!r}, not one pending")
+            values.append(v)
+        return tuple(values)
+
+    def _handle(self, w: _Worker, message: dict, tasks: deque, sink) -> None:
+        kind = message.get("m")
+        now = time.monotonic()
+        if kind == "ready" and not w.ready:
+            w.ready, w.since = True, now
+        elif kind == "load":
+            _, i = self._expect(w, message, "task", "i")
+            w.loading, w.item, w.since = i, None, now
+        elif kind == "load_failed":
+            _, i, reason = self._expect(w, message, "task", "i", "reason")
+            impl = w.task.entry.impls[i]
+            why = (f"not loaded: {impl.origin or impl.name} cannot be loaded in a worker "
+                   f"process: {str(reason)[:OUTPUT_TAIL_CHARS]}")
+            self.broken[impl_key(impl)] = why
+            sink.add(self._new_row(w.task.entry, i, w.device_label, Verdict.ERROR,
+                                   FailureKind.NOT_LOADED, why))
+            w.task.pending.remove(i)
+            w.loading = None
         elif kind == "start":
-            w.item, w.since, w.log_offset = msg[2], time.monotonic(), msg[3]
+            _, i, offset = self._expect(w, message, "task", "i", "log")
+            if i != w.loading:
+                raise frames.CorruptStream(f"item {i} started while loading {w.loading}")
+            w.loading, w.item, w.since = None, i, now
+            w.log_offset = offset if isinstance(offset, int) and offset >= 0 else 0
         elif kind == "row":
-            sink.add(self._row_of(msg[3], w))
-            w.item, w.rows_seen = None, w.rows_seen + 1
+            _, i = self._expect(w, message, "task", "i")
+            if i != w.item:
+                raise frames.CorruptStream(f"a row of item {i} while {w.item} is in flight")
+            row = self._row_of(message.get("row"), w)
+            out = self._item_output(w, message.get("log"))
+            row.output = out or None
+            sink.add(row)
+            w.task.pending.remove(i)
+            w.item, w.last = None, i
+            self.fruitless = 0
         elif kind == "done":
-            w.task, w.item = None, None
+            self._expect(w, message, "task")
+            if w.task.pending:
+                raise frames.CorruptStream(f"task done with items {w.task.pending} without rows")
+            w.task, w.item, w.loading = None, None, None
+        else:
+            raise frames.CorruptStream(f"an unknown message {str(kind)[:40]!r}")
 
     def _died(self, w: _Worker, tasks: deque, sink) -> None:
+        """Charge a worker's death to its item, or to the implementation it was loading,
+        then start a fresh one; the task's other items go on."""
+        if w.corrupt:
+            self._kill_group(w)
         w.process.join(5)
-        words = self._exit_words(w.process.exitcode)
-        tail = self._stderr_tail(w)
+        code = w.process.exitcode
+        words = (f"sent the run bytes that are not its messages ({w.corrupt}): killed"
+                 if w.corrupt else self._exit_words(code))
+        out = self._item_output(w)
+        tail = " | ".join(out.splitlines()[-REASON_TAIL_LINES:])
+        said = f"; last output: {tail}" if tail else ""
+        planned = code in (EXIT_CONTEXT_LOST, EXIT_OUT_OF_MEMORY) and not w.corrupt
+        charged = True
         if w.task is not None and w.item is not None:
-            why = f"worker died: {words}" + (f"; last on stderr: {tail}" if tail else "")
-            sink.add(self._lost_row(w, Verdict.ERROR, FailureKind.WORKER_DIED, why))
-            self._replace(w, tasks, w.item + 1)
-        elif w.task is not None:  # died between items: nothing in flight is lost
-            self._replace(w, tasks, w.rows_seen)
-        elif not w.ready:
-            raise RuntimeError(f"a worker process could not start ({words})"
-                               + (f": {tail}" if tail else f"; see {w.log}"))
-        else:
-            self._replace(w, tasks, None)
+            row = self._new_row(w.task.entry, w.item, w.device_label, Verdict.ERROR,
+                                FailureKind.WORKER_DIED, f"worker died: {words}{said}",
+                                time.monotonic() - w.since)
+            row.output = out or None
+            sink.add(row)
+            w.task.pending.remove(w.item)
+        elif w.task is not None and not planned:
+            # loading an implementation, or between its items: charged to it
+            i = w.loading if w.loading is not None else w.last
+            if i is not None:
+                self._load_death(w, i, words, said, sink)
+            else:
+                charged = False
+        elif not planned:
+            charged = False
+        if not charged:
+            self.fruitless += 1
+            if self.fruitless >= MAX_FRUITLESS_DEATHS:
+                where = "before it was ready" if not w.ready else "between tasks"
+                self.harness_failure = (f"harness: worker processes keep dying {where} "
+                                        f"({self.fruitless} in a row, the last {words}"
+                                        f"{said}; log: {w.log})")
+        self._requeue(w, tasks)
+        if self.harness_failure:
+            self._stop(w, kill=True)
+            self.workers.remove(w)
+            return
+        self._replace(w)
+
+    def _load_death(self, w: _Worker, i: int, words: str, said: str, sink) -> None:
+        """A death while loading implementation i (or right after its item): after
+        MAX_LOAD_DEATHS its items are not run any more, here and in later tasks."""
+        impl = w.task.entry.impls[i]
+        key = impl_key(impl)
+        self.load_deaths[key] += 1
+        n = self.load_deaths[key]
+        if n < MAX_LOAD_DEATHS or key in self.broken:
+            return
+        why = (f"not loaded: its worker died {n} times while loading "
+               f"{impl.origin or impl.name} ({words}{said})")
+        self.broken[key] = why
+        if i in w.task.pending:
+            sink.add(self._new_row(w.task.entry, i, w.device_label, Verdict.ERROR,
+                                   FailureKind.NOT_LOADED, why))
+            w.task.pending.remove(i)
+
+    def _fail_all(self, tasks: deque, sink) -> None:
+        """No worker can start: every item left is the harness's error row."""
+        for w in self.workers:
+            self._requeue(w, tasks)
+        for task in tasks:
+            for i in task.pending:
+                sink.add(self._new_row(task.entry, i, self.pool.devices[0], Verdict.ERROR,
+                                       FailureKind.HARNESS, self.harness_failure))
+        tasks.clear()
 
     def _check_clocks(self, tasks: deque, sink) -> None:
         now = time.monotonic()
         for w in list(self.workers):
+            self._cap_log(w)
             if not w.ready and now - w.since > _START_TIMEOUT_S:
-                raise RuntimeError(f"a worker process did not start within "
-                                   f"{_START_TIMEOUT_S:.0f} s; see {w.log}")
-            if w.task is None or w.item is None:
+                self.harness_failure = (f"harness: a worker process did not start within "
+                                        f"{_START_TIMEOUT_S:.0f} s; see {w.log}")
+                return
+            if w.task is None or (w.item is None and w.loading is None):
                 continue
             if now - w.since > self.pool.item_timeout_s:
-                why = (f"timeout: still running after {self.pool.item_timeout_s:g} s "
-                       f"(--item-timeout); its worker was killed")
-                sink.add(self._lost_row(w, Verdict.TIMEOUT, FailureKind.TIMEOUT, why))
-                self._replace(w, tasks, w.item + 1)
+                if w.item is not None:
+                    why = (f"timeout: still running after {self.pool.item_timeout_s:g} s "
+                           f"(--item-timeout); its worker was killed")
+                    row = self._new_row(w.task.entry, w.item, w.device_label, Verdict.TIMEOUT,
+                                        FailureKind.TIMEOUT, why, now - w.since)
+                    row.output = self._item_output(w) or None
+                    sink.add(row)
+                    w.task.pending.remove(w.item)
+                else:
+                    self._load_death(w, w.loading, f"still loading after "
+                                     f"{self.pool.item_timeout_s:g} s: killed", "", sink)
+                self._requeue(w, tasks)
+                self._replace(w)

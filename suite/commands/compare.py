@@ -11,7 +11,16 @@ Exit status, for CI gating:
   3  nothing compared: the runs share no item, or no item was timed in both on the same
      device after the same L2 flush (one line says why); a gate that compared nothing
      would pass vacuously. With shared items a verdict failure still exits 1 first;
-     --allow-untimed turns the second case into 0 (conformance runs without timing).
+     --allow-untimed turns the second case into 0 (conformance runs without timing);
+  4  incomplete: the current run did not finish its plan (a journal without its parquet
+     file: it crashed or is still running; a run interrupted; fewer rows than planned):
+     the items it lacks are not known to pass. Comes before 1 and 3; the first line of
+     the output says so, and the result line gives what its finished items show.
+     --allow-incomplete gates on the finished items instead. An incomplete baseline is
+     stated on the first line, never an exit code.
+
+Names, case ids and reasons come from the results files: the text format prints them as
+one line each (control characters escaped), markdown as plain text or code spans.
 """
 
 from __future__ import annotations
@@ -25,9 +34,11 @@ import sys
 from pathlib import Path
 
 from suite.errors import SuiteInputError
+from suite.text import code_span, markdown_cell, terminal
 
 HELP = ("compare two runs (CI gate): exit 1 on a regression, a new failure or an "
-        "unexpected pass, 3 when no timed item could be compared")
+        "unexpected pass, 3 when no timed item could be compared, 4 when the current run "
+        "is incomplete")
 MAX_LINES = 40  # per category, in the terminal
 FORMATS = ("text", "json", "csv", "markdown")
 
@@ -47,8 +58,9 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
 def rule_from(args):
     from suite.regression import Rule
 
-    if not args.factor >= 1.0:
-        raise SuiteInputError("--factor", f"must be at least 1, got {args.factor}")
+    from suite.cli import at_least
+
+    at_least(args, "factor", 1.0)  # finite too: --factor inf would flag nothing
     if not 0.0 < args.alpha <= 1.0:
         raise SuiteInputError("--alpha", f"must be in (0, 1], got {args.alpha}")
     return Rule(factor=args.factor, alpha=args.alpha)
@@ -75,6 +87,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="exit 0 instead of 3 when the runs share items but none could "
                              "be timed against the baseline (conformance runs without "
                              "timing); still 3 when they share no item")
+    parser.add_argument("--allow-incomplete", action="store_true",
+                        help="gate on the finished items of a current run that did not "
+                             "finish its plan (crashed, interrupted or still running) "
+                             "instead of exiting 4")
 
 
 def _distinct(df, col) -> list:
@@ -111,11 +127,19 @@ def _fmt_s(s: float) -> str:
     return time_text(s)
 
 
-def result_line(c, code: int) -> str:
-    """The verdict of the gate, one line."""
+EXIT_INCOMPLETE = 4  # the current run did not finish its plan
+
+
+def result_line(c, code: int, items_code: int = None) -> str:
+    """The verdict of the gate, one line; for exit 4 also the verdict of the finished items
+    (`items_code`, the exit code they alone would give)."""
+    if code == EXIT_INCOMPLETE:
+        return ("result: INCOMPLETE (exit 4): the current run did not finish its plan "
+                "(--allow-incomplete gates on its finished items); its finished items: "
+                + result_line(c, items_code)[len("result: "):])
     if code == 3:
         return f"result: NOT COMPARED (exit 3): no timed item could be compared: " \
-               f"{c.vacuous_reason}"
+               f"{terminal(c.vacuous_reason)}"
     n_known = len(c.known_failures)
     known = f"; {n_known} known failure{'s' * (n_known != 1)} (expected)" if n_known else ""
     if c.gate_failed:
@@ -137,22 +161,23 @@ def _known_groups(items) -> list:
     return [(op, impl, why, ks) for (op, impl, why), ks in groups.items()]
 
 
-def render(c, max_lines: int = MAX_LINES, code: int = None) -> list:
-    """The comparison as terminal lines (the same categories as the report)."""
+def render(c, max_lines: int = MAX_LINES, code: int = None, items_code: int = None) -> list:
+    """The comparison as terminal lines (the same categories as the report); every name,
+    id and reason from the files one line (suite.text.terminal)."""
     code = c.exit_code() if code is None else code
     lines = [f"compared: {c.n_common} items in both runs, {c.n_timed} timed in both; "
              f"{c.rule.describe()}"]
-    lines += [f"environment differs: {e}" for e in c.env_differences]
+    lines += [f"environment differs: {terminal(e)}" for e in c.env_differences]
     if c.n_device_differs:
         lines.append(f"not compared: {c.n_device_differs} items timed in both runs on "
-                     f"different devices ({'; '.join(c.device_pairs)})")
+                     f"different devices ({terminal('; '.join(c.device_pairs))})")
     if c.n_flush_differs:
         lines.append(f"not compared: {c.n_flush_differs} items timed in both runs after "
                      f"different L2 flushes (l2_flush)")
 
     def section(title, entries, line):
         lines.append(f"\n{title} ({len(entries)})" + (":" if entries else ""))
-        lines.extend("  " + line(e) for e in entries[:max_lines])
+        lines.extend("  " + terminal(line(e)) for e in entries[:max_lines])
         if len(entries) > max_lines:
             lines.append(f"  ... and {len(entries) - max_lines} more")
 
@@ -183,9 +208,11 @@ def render(c, max_lines: int = MAX_LINES, code: int = None) -> list:
     section("fixed failures", list(c.fixed_failures), verdict)
     section("known failures (expected)", _known_groups(c.known_failures), known_group)
     section("beyond the factor but not significant", c.uncertain, timing)
+    section("too noisy to compare (spread or host load; not counted as timed)", list(c.noisy),
+            lambda n: f"x{n.ratio:.3f}  {n.case_id}  [{n.impl}]  {n.reason}")
     section("disappeared (baseline only)", list(c.disappeared), presence)
     section("new cases (current only)", list(c.new_cases), presence)
-    lines.append("\n" + result_line(c, code))
+    lines.append("\n" + result_line(c, code, items_code))
     return lines
 
 
@@ -237,15 +264,35 @@ def counts(c) -> dict:
             "failing_new_cases": len(c.failing_new_cases),
             "unexpected_passes": len(c.unexpected_passes),
             "known_failures": len(c.known_failures), "fixed": len(c.fixed_failures),
-            "disappeared": len(c.disappeared), "new_cases": len(c.new_cases)}
+            "disappeared": len(c.disappeared), "new_cases": len(c.new_cases),
+            "noisy": len(c.noisy)}
 
 
-RESULTS = {0: "ok", 1: "regressed", 3: "not_compared"}
+RESULTS = {0: "ok", 1: "regressed", 3: "not_compared", EXIT_INCOMPLETE: "incomplete"}
 
 
-def as_json(c, code: int, base=None, cur=None) -> str:
+def _reason(c, code: int, incomplete) -> str | None:
+    """Why the gate did not look at everything: nothing compared, or the incomplete
+    current run's files."""
+    if code == 3:
+        return c.vacuous_reason
+    if code == EXIT_INCOMPLETE:
+        return "; ".join(s.describe() for s in incomplete.get("current", ()))
+    return None
+
+
+def _state(s) -> dict:
+    return {"path": str(s.path), "rows": s.rows, "planned": s.planned,
+            "state": s.state.value, "text": s.describe()}
+
+
+def as_json(c, code: int, base=None, cur=None, incomplete=None) -> str:
+    """`incomplete`: "baseline"/"current" -> the Completeness of each incomplete file."""
+    incomplete = incomplete or {}
     doc = {"format": "bwd-suite-compare", "version": 1, "result": RESULTS[code],
-           "exit_code": code, "reason": c.vacuous_reason if code == 3 else None,
+           "exit_code": code, "reason": _reason(c, code, incomplete),
+           "incomplete": {side: [_state(s) for s in incomplete.get(side, ())]
+                          for side in ("baseline", "current")},
            "rule": {"factor": c.rule.factor, "alpha": c.rule.alpha,
                     "text": c.rule.describe()},
            "baseline": run_info(base) if base is not None else None,
@@ -265,19 +312,20 @@ def as_csv(c) -> str:
     return buf.getvalue()
 
 
-def _md(text) -> str:
-    """A markdown table cell: pipes escaped, one line."""
-    return str(text or "").replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
-def as_markdown(c, code: int, max_lines: int = MAX_LINES, base=None, cur=None) -> str:
-    icon = {0: "ok", 1: "REGRESSED", 3: "NOT COMPARED"}[code]
-    out = [f"## Compare: {icon}", "", _md(result_line(c, code)), ""]
+def as_markdown(c, code: int, max_lines: int = MAX_LINES, base=None, cur=None,
+                incomplete=None, items_code: int = None) -> str:
+    """The comparison for a pull-request comment: text from the files as plain-text cells
+    (suite.text.markdown_cell) and case ids as code spans, never as markup."""
+    icon = {0: "ok", 1: "REGRESSED", 3: "NOT COMPARED", EXIT_INCOMPLETE: "INCOMPLETE"}[code]
+    out = [f"**{markdown_cell(line)}**" for line in incomplete_lines(incomplete, code)]
+    out += [""] if out else []
+    out += [f"## Compare: {icon}", "", markdown_cell(result_line(c, code, items_code)), ""]
     if base is not None and cur is not None:
-        out += [f"- baseline: {_md(describe_run(base))}", f"- current: {_md(describe_run(cur))}"]
+        out += [f"- baseline: {markdown_cell(describe_run(base))}",
+                f"- current: {markdown_cell(describe_run(cur))}"]
     out += [f"- {c.n_common} items in both runs, {c.n_timed} timed in both; "
-            f"{_md(c.rule.describe())}"]
-    out += [f"- environment differs: {_md(e)}" for e in c.env_differences]
+            f"{markdown_cell(c.rule.describe())}"]
+    out += [f"- environment differs: {markdown_cell(e)}" for e in c.env_differences]
     out.append("")
     out += ["| category | items |", "|---|---:|"]
     out += [f"| {k.replace('_', ' ')} | {v} |" for k, v in counts(c).items()]
@@ -287,25 +335,28 @@ def as_markdown(c, code: int, max_lines: int = MAX_LINES, base=None, cur=None) -
             return
         out.extend(["", f"### {title} ({len(rows)})", "", "| " + " | ".join(head) + " |",
                     "|" + "---|" * len(head)])
-        out.extend("| " + " | ".join(_md(x) for x in r) + " |" for r in rows[:max_lines])
+        out.extend("| " + " | ".join(r) + " |" for r in rows[:max_lines])
         if len(rows) > max_lines:
             out.append(f"\n... and {len(rows) - max_lines} more")
 
+    cell = markdown_cell
+
     def t_rows(ts):
-        return [(t.op, f"`{t.case_id}`", t.impl, _fmt_s(t.base_median_s),
-                 _fmt_s(t.cur_median_s), f"x{t.ratio:.3f}", f"{t.p:.2g}") for t in ts]
+        return [(cell(t.op), code_span(t.case_id), cell(t.impl), cell(_fmt_s(t.base_median_s)),
+                 cell(_fmt_s(t.cur_median_s)), f"x{t.ratio:.3f}", f"{t.p:.2g}") for t in ts]
 
     th = ("op", "case", "impl", "baseline", "current", "ratio", "p")
     vh = ("op", "case", "impl", "before", "now", "reason")
 
     def v_rows(vs):
-        return [(v.op, f"`{v.case_id}`", v.impl, v.before or "new case", v.after,
-                 (v.reason or "")[:200]) for v in vs]
+        return [(cell(v.op), code_span(v.case_id), cell(v.impl), cell(v.before or "new case"),
+                 cell(v.after), cell((v.reason or "")[:200])) for v in vs]
 
     kh = ("op", "case", "impl", "verdict", "declared")
 
     def k_rows(ks):
-        return [(k.op, f"`{k.case_id}`", k.impl, k.verdict, k.known_failure[:200]) for k in ks]
+        return [(cell(k.op), code_span(k.case_id), cell(k.impl), cell(k.verdict),
+                 cell(k.known_failure[:200])) for k in ks]
 
     table("Regressions", th, t_rows(sorted(c.regressions, key=lambda t: -t.ratio)))
     table("New failures", vh, v_rows(c.new_failures))
@@ -314,36 +365,62 @@ def as_markdown(c, code: int, max_lines: int = MAX_LINES, base=None, cur=None) -
     table("Improvements", th, t_rows(sorted(c.improvements, key=lambda t: t.ratio)))
     table("Fixed failures", vh, v_rows(c.fixed_failures))
     table("Known failures (expected)", ("op", "impl", "items", "declared"),
-          [(op, impl, len(ks), why[:200]) for op, impl, why, ks in
+          [(cell(op), cell(impl), str(len(ks)), cell(why[:200])) for op, impl, why, ks in
            _known_groups(c.known_failures)])
     table("Beyond the factor, not significant", th, t_rows(c.uncertain))
     return "\n".join(out) + "\n"
 
 
+def incomplete_lines(incomplete, code: int) -> list:
+    """The first lines of every format when a run did not finish its plan: the current
+    run's decide the exit code (4, unless --allow-incomplete), the baseline's are stated."""
+    incomplete = incomplete or {}
+    lines = []
+    for s in incomplete.get("current", ()):
+        then = ("compare exits 4 (--allow-incomplete gates on its finished items)"
+                if code == EXIT_INCOMPLETE else "only its finished items are compared "
+                                                "(--allow-incomplete)")
+        lines.append(f"INCOMPLETE current run: {terminal(s.describe())}: {then}")
+    for s in incomplete.get("baseline", ()):
+        lines.append(f"INCOMPLETE baseline run: {terminal(s.describe())}: the items it lacks "
+                     f"show as new cases")
+    return lines
+
+
 def main(args) -> int:
     from suite import regression
-    from suite.results import read_results
+    from suite.results import completeness, read_results
 
     rule = rule_from(args)
-    if args.max_lines < 0:
-        raise SuiteInputError("--max-lines", f"must be at least 0, got {args.max_lines}")
+    from suite.cli import at_least
+
+    at_least(args, "max_lines", 0)
     base, cur = read_results([args.baseline]), read_results(args.current)
     for df, paths in ((base, [args.baseline]), (cur, args.current)):
         if df.empty:
             raise SuiteInputError(", ".join(map(str, paths)), "holds no result rows")
+    incomplete = {side: tuple(s for s in completeness(paths) if s.incomplete)
+                  for side, paths in (("baseline", [args.baseline]), ("current", args.current))}
     c = regression.compare(base, cur, rule)
-    code = c.exit_code(allow_untimed=args.allow_untimed)
+    items_code = c.exit_code(allow_untimed=args.allow_untimed)
+    code = EXIT_INCOMPLETE if incomplete["current"] and not args.allow_incomplete \
+        else items_code
+    first = incomplete_lines(incomplete, code)
     if args.format == "text":
-        print(f"baseline: {describe_run(base)}")
-        print(f"current:  {describe_run(cur)}")
-        print("\n".join(render(c, args.max_lines, code)))
+        print("\n".join(first + [f"baseline: {terminal(describe_run(base))}",
+                                  f"current:  {terminal(describe_run(cur))}"]))
+        print("\n".join(render(c, args.max_lines, code, items_code)))
         return code
     if args.format == "json":
-        sys.stdout.write(as_json(c, code, base, cur) + "\n")
+        sys.stdout.write(as_json(c, code, base, cur, incomplete) + "\n")
     elif args.format == "csv":
         sys.stdout.write(as_csv(c))
     else:
-        sys.stdout.write(as_markdown(c, code, args.max_lines, base, cur))
-    if code == 3:  # the one line, beside the machine-readable output
-        print(f"compare: {result_line(c, code)[len('result: '):]}", file=sys.stderr)
+        sys.stdout.write(as_markdown(c, code, args.max_lines, base, cur, incomplete,
+                                     items_code))
+    for line in first:  # beside the machine-readable output, as exit 3's line
+        print(f"compare: {line}", file=sys.stderr)
+    if code in (3, EXIT_INCOMPLETE):
+        print(f"compare: {result_line(c, code, items_code)[len('result: '):]}",
+              file=sys.stderr)
     return code

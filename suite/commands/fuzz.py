@@ -7,9 +7,13 @@ refuses, keeps out of fuzzing on this device (its fuzz bounds: degenerate data, 
 yardstick wrong by itself) or the implementation cannot run; they run through the driver (worker processes
 as `run`; --workers 0 in this process), rows to one parquet file (profile "fuzz"). The
 drawing stops after --budget cases or --time seconds. Each distinct failure (same
-verdict, failure kind and first failing output) is shrunk in this process from its
-smallest failing case, at most --shrink-tries items each; the minimal case's row is
-added to the same results file (tags fuzz, shrunk) and its block printed on stdout.
+verdict, failure kind and first failing output; never the harness's own errors) is shrunk
+from its smallest failing case through the same worker processes, so an implementation
+that crashes costs rows, never the fuzz command; at most --shrink-tries items each. The
+minimal case's row is added to the same results file (tags fuzz, shrunk) and its block
+printed on stdout. --time bounds the whole command: the drawing stops --shrink-time
+seconds before it (a quarter of --time by default), and shrinking stops at it, printing
+the smallest case found so far.
 
 Exit status: 0 when nothing failed, 1 when failures were found (their blocks printed),
 2 on bad input (before anything runs), 130 when interrupted (finished rows are kept).
@@ -32,6 +36,7 @@ MISSES = 10_000  # draws in a row that are all skipped: the domains hold nothing
 
 def add_arguments(p) -> None:
     from suite.cli import add_results_options
+    from suite.commands.run import add_threads_option
     from suite.fuzz.sizes import SIZES
 
     g = p.add_argument_group("what to fuzz")
@@ -45,7 +50,8 @@ def add_arguments(p) -> None:
     g.add_argument("--budget", type=int, metavar="N",
                    help=f"run N drawn cases (default {DEFAULT_BUDGET} without --time)")
     g.add_argument("--time", type=float, metavar="S",
-                   help="stop drawing after S seconds (with --budget: whichever comes first)")
+                   help="the whole command's time, shrinking included: drawing stops "
+                        "--shrink-time before it (with --budget: whichever comes first)")
     g.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed of the drawing (default 0): the same seed draws the same cases")
     g.add_argument("--size", choices=tuple(SIZES), default="small",
@@ -58,11 +64,14 @@ def add_arguments(p) -> None:
     g.add_argument("--shrink-tries", type=int, default=DEFAULT_SHRINK_TRIES, metavar="N",
                    help=f"items run at most to shrink one failure (default "
                         f"{DEFAULT_SHRINK_TRIES}; 0: no shrinking)")
+    g.add_argument("--shrink-time", type=float, metavar="S",
+                   help="seconds kept for shrinking at the end of --time (default a quarter "
+                        "of it); without --time, a bound on the shrinking alone")
     g = p.add_argument_group("isolation")
     g.add_argument("--workers", type=int, metavar="N",
-                   help="worker processes running the drawn items (default as run: one per "
-                        "visible GPU, one on a CPU; 0: in this process). Shrinking runs in "
-                        "this process")
+                   help="worker processes running the drawn items and the shrinking (default "
+                        "as run: one per visible GPU, one on a CPU; 0: in this process)")
+    add_threads_option(g)
     g.add_argument("--item-timeout", type=float, metavar="S",
                    help="an item still running after S seconds is recorded as timeout and "
                         "its worker killed (default 600)")
@@ -76,9 +85,15 @@ def check_options(args) -> None:
     from suite.cli import at_least
     from suite.errors import SuiteInputError
 
-    for name, low in (("budget", 1), ("repeats", 1), ("shrink_tries", 0), ("workers", 0)):
+    for name, low in (("budget", 1), ("repeats", 1), ("shrink_tries", 0), ("workers", 0),
+                      ("threads", 0)):
         at_least(args, name, low)
     at_least(args, "time", 0, above=True)
+    at_least(args, "shrink_time", 0)
+    if args.time is not None and args.shrink_time is not None \
+            and args.shrink_time >= args.time:
+        raise SuiteInputError("--shrink-time", f"must be less than --time ({args.time:g} s), "
+                                               f"got {args.shrink_time:g}")
     at_least(args, "item_timeout", 0, above=True)
     if args.seed < 0 or args.seed > 2**63 - 1:
         raise SuiteInputError("--seed", f"must be a non-negative 64-bit integer, got "
@@ -109,6 +124,16 @@ def select_impl(op_name: str, name: str, device):
     return impl
 
 
+def deadlines(args, started: float) -> tuple:
+    """(when the command must end, when the drawing must stop): --time, less the
+    --shrink-time kept for shrinking; without --time neither (--shrink-time then counts
+    from the start of the shrinking)."""
+    if not args.time:
+        return math.inf, math.inf
+    keep = args.shrink_time if args.shrink_time is not None else args.time / 4
+    return started + args.time, started + args.time - keep
+
+
 class _TimeUp(Exception):
     """Raised by the sink when --time has passed: the driver stops its workers."""
 
@@ -130,7 +155,8 @@ class _Collect:
 
 def _comments(impl, shrunk, row, original_id: str) -> list[str]:
     tries = f"{shrunk.tries} tries" + (", stopped at --shrink-tries" if shrunk.exhausted
-                                       else "")
+                                       else ", stopped at --time: not minimal"
+                                       if shrunk.out_of_time else "")
     return [f"found by `python -m suite fuzz` on {impl.name}: {original_id}, shrunk "
             f"to this case in {shrunk.steps} steps ({tries})",
             f"failure: {shrunk.failure}: {row.reason}",
@@ -182,10 +208,10 @@ def main(args) -> int:
 
     opts = RunOptions(device=dev, golden_device=dev, repeats=args.repeats, timing=False)
     writer = results.ResultsWriter(out_path, overwrite=args.force)
-    deadline = started + args.time if args.time else math.inf
+    end, draw_end = deadlines(args, started)
     cases: list = []
     index: dict = {}
-    sink = _Collect(index, started, deadline)
+    sink = _Collect(index, started, draw_end)
     driver = Driver(opts, run, None, pool)
     stopped, batch, bad = "", first_round, []
     try:
@@ -199,7 +225,8 @@ def main(args) -> int:
             try:
                 driver.run(Plan.of(batch, lambda op: [impl]), Tee(writer, sink, *progress))
             except _TimeUp:
-                stopped = f"; stopped at --time {args.time:g} s"
+                stopped = (f"; drawing stopped {end - draw_end:.0f} s before --time "
+                           f"{args.time:g} s, for shrinking")
                 break
             finally:
                 for pr in progress:
@@ -224,7 +251,8 @@ def main(args) -> int:
         for r in timeouts:
             print(f"not shrunk ({r.verdict}): {r.case_id}: {r.reason}", file=sys.stderr)
 
-        shrinker = Driver(opts, run)
+        if not args.time and args.shrink_time:
+            end = time.monotonic() + args.shrink_time
         by_id = {c.id: c for c in cases}
         numel = {}
 
@@ -235,7 +263,7 @@ def main(args) -> int:
 
         def run_one(params):
             case = fuzz_case(spec, params)
-            return shrinker.rows(Plan.single(spec, case, impl))[0]
+            return driver.rows(Plan.single(spec, case, impl))[0]
 
         def can_run(params):
             return refusal(spec, impl, params, dev.type) is None
@@ -246,7 +274,8 @@ def main(args) -> int:
             print(f"shrinking {failure} ({len(members)} failing cases) from {first.case_id}",
                   file=sys.stderr)
             shrunk = shrink(spec, dict(by_id[first.case_id].params), first, run_one,
-                            can_run, args.shrink_tries, device_type=dev.type)
+                            can_run, args.shrink_tries, device_type=dev.type,
+                            stop=lambda: time.monotonic() > end)
             final = dataclasses.replace(shrunk.row, tags=sorted(TAGS + ("shrunk",)))
             writer.add(final)
             case = fuzz_case(spec, shrunk.params)
@@ -257,10 +286,12 @@ def main(args) -> int:
                   f"in {shrunk.steps} steps, {shrunk.tries} tries: {case.id}",
                   file=sys.stderr)
     except KeyboardInterrupt:
-        writer.close()
+        driver.close()
+        writer.close(interrupted=True)
         print(f"\ninterrupted: {len(sink.rows)} finished items kept in {out_path}",
               file=sys.stderr)
         return 130
+    driver.close()
     writer.close()
     print(f"results: {out_path}", file=sys.stderr)
     return 1 if bad else 0

@@ -6,6 +6,10 @@ trend of every item over a folder of nightly runs, with its steps marked.
 
 The file has no external scripts, styles or fonts: it opens offline in any browser.
 --format json writes the same data as one JSON document instead.
+
+Results of a run that did not finish its plan (a journal without its parquet file: it
+crashed or is still running; an interrupted run; fewer rows than planned) are reported
+with a banner at the top of the page saying so, and a line on stderr.
 """
 
 from __future__ import annotations
@@ -108,15 +112,32 @@ def read_history(folder: Path) -> list:
     return runs
 
 
+def incomplete_notes(results, baseline) -> list:
+    """One line per results file (of the results, then of the baseline) whose run did not
+    finish its plan: a page of it must not read as a whole run."""
+    from suite.results import completeness
+
+    notes = [f"Incomplete results: {s.describe()}: the report shows its finished items only."
+             for s in completeness(results) if s.incomplete]
+    if baseline:
+        notes += [f"Incomplete baseline: {s.describe()}: the items it lacks show as new "
+                  f"cases." for s in completeness(baseline) if s.incomplete]
+    return notes
+
+
 def main(args) -> int:
     from reports import render
     from suite.results import read_results
+    from suite.text import terminal
+
+    from suite.cli import at_least
+    from suite.results import check_folder
 
     rule = rule_from(args)
+    at_least(args, "max_cases", 1)
     cap = render.DEFAULT_CAP if args.max_cases is None else args.max_cases
-    if cap < 1:
-        raise SuiteInputError("--max-cases", f"must be at least 1, got {cap}")
     output = args.output or Path("report.json" if args.format == "json" else "report.html")
+    check_folder(Path(output).parent, "--output")  # before the reading, not after
     start = time.monotonic()
     current = read_results(args.results)
     if current.empty:
@@ -124,10 +145,14 @@ def main(args) -> int:
     baseline = read_results(args.baseline) if args.baseline else None
     choice = baseline_choice(args.baseline_impl, current)
     history = read_history(args.history) if args.history else ()
+    incomplete = incomplete_notes(args.results, args.baseline)
+    for note in incomplete:
+        print(f"report: {terminal(note)}", file=sys.stderr)
     report = render.build(current, baseline,
                           render.Options(baseline_impl=choice, rule=rule, cap=cap,
                                          title=args.title, history=tuple(history)),
-                          sources=args.results, baseline_sources=args.baseline or ())
+                          sources=args.results, baseline_sources=args.baseline or (),
+                          incomplete=incomplete)
     try:
         path = render.write(report, output, args.format)
     except OSError as e:

@@ -1,8 +1,10 @@
 """Run a profile of cases x implementations: correctness against float64, determinism and
 timing per item; prints progress and a summary, writes one parquet file of rows.
 
-Exit status: 0 when every item passed or was unsupported, 1 when any failed or raised,
-2 on bad input (before anything runs), 130 when interrupted (finished items are kept).
+Exit status: 0 when every item passed, was unsupported or failed as its implementation
+declares (known failures, listed apart); 1 when some item failed, raised or timed out
+undeclared, or a declared failure passed (an unexpected pass); 2 on bad input (one line,
+before anything runs); 130 when interrupted (finished items are kept).
 """
 
 from __future__ import annotations
@@ -51,11 +53,23 @@ def add_arguments(p) -> None:
     g.add_argument("--share-gpus", action="store_true",
                    help="allow more workers than GPUs, several on one GPU; correctness only: "
                         "needs --no-timing, as timings must not share a GPU")
+    add_threads_option(g)
     g.add_argument("--item-timeout", type=float, metavar="S",
                    help="an item still running after S seconds is recorded as timeout and "
                         "its worker killed (default per profile: smoke and ci 300, gpu 600, "
                         "perf and nightly 900)")
     add_results_options(p)
+
+
+DEFAULT_CPU_THREADS = 1
+
+
+def add_threads_option(g) -> None:
+    g.add_argument("--threads", type=int, default=DEFAULT_CPU_THREADS, metavar="N",
+                   help="torch intra-op threads of each item on a CPU (default "
+                        f"{DEFAULT_CPU_THREADS}: a CPU timing with torch's default of one "
+                        "thread per core waits on every other process of the machine; "
+                        "0: torch's default)")
 
 
 def check_options(args) -> None:
@@ -64,7 +78,7 @@ def check_options(args) -> None:
     from suite.shard import parse_shard
 
     for name, low in (("repeats", 1), ("samples", 1), ("warmup", 0), ("warmup_ms", 0),
-                      ("workers", 0)):
+                      ("workers", 0), ("threads", 0)):
         at_least(args, name, low)
     at_least(args, "max_time", 0, above=True)
     at_least(args, "item_timeout", 0, above=True)
@@ -163,11 +177,52 @@ def pool_options(args, device, profile: str, log_dir: Path):
         n = 1 if args.workers is None else args.workers
         devices = ("cpu",)
     if n == 0:
+        threads = cpu_threads(args, device)
+        if threads:  # the items run in this process
+            torch.set_num_threads(threads)
         return None
-    threads = max(1, torch.get_num_threads() // n) if device.type == "cpu" and n > 1 else None
+    threads = cpu_threads(args, device)
     timeout = args.item_timeout if args.item_timeout is not None else item_timeout(profile)
     return PoolOptions(workers=n, devices=devices, item_timeout_s=timeout, log_dir=log_dir,
                        threads=threads)
+
+
+def cpu_threads(args, device):
+    """torch's intra-op threads for items on a CPU (--threads); None: leave torch's."""
+    threads = getattr(args, "threads", DEFAULT_CPU_THREADS)
+    return threads if device.type == "cpu" and threads else None
+
+
+def refuse_oversized(plan, device) -> None:
+    """Bad input before anything runs: a case whose tensors alone overflow or exceed the
+    device's whole memory (a size typo, most likely), named with its file and estimate.
+    Cases that fit the device but not its free memory are the runner's `unsupported`."""
+    from suite.errors import SuiteInputError
+    from suite.memory import too_large
+
+    for entry in plan:
+        why = too_large(entry.spec, entry.case.params, device)
+        if why:
+            where = f"{entry.case.file}, case {entry.case.id!r}" if entry.case.file \
+                else f"case {entry.case.id!r}"
+            raise SuiteInputError(where, f"cannot run on {device}: {why}")
+
+
+def not_here(plan, device) -> dict:
+    """"op/impl" -> NotHere for the implementations of the plan that cannot run on this
+    device at all (disabled, or for other devices): the progress leaves them out."""
+    from suite.progress import NotHere
+
+    counts: dict = {}
+    for entry in plan:
+        for impl in entry.impls:
+            why = impl.disabled_reason if not impl.enabled else (
+                None if device.type in impl.devices
+                else f"runs on {', '.join(impl.devices)} only")
+            if why:
+                key = f"{impl.op}/{impl.name}"
+                counts[key] = NotHere(counts[key].items + 1 if key in counts else 1, why)
+    return counts
 
 
 def workers_text(pool) -> str:
@@ -198,6 +253,7 @@ def main(args) -> int:
     if not plan.n_items:
         raise SuiteInputError("--profile",
                               f"no cases of profile {sel.profile!r} match the selection")
+    refuse_oversized(plan, dev)
 
     shard = ""
     if args.shard is not None:
@@ -216,19 +272,20 @@ def main(args) -> int:
     pool = pool_options(args, dev, sel.profile, out_path.with_name(out_path.name + ".workers"))
     print(f"run {run.run_id}: profile {sel.profile}{shard}, {plan.n_items} items on {dev} "
           f"({run.device_name}){workers_text(pool)}, results -> {out_path}", file=sys.stderr)
-    writer, rows = results.ResultsWriter(out_path, overwrite=args.force), Rows()
-    progress = Progress(plan.n_items, args.quiet)
-    driver = Driver(options(args, dev, golden_dev), run, ceilings, pool)
+    writer = results.ResultsWriter(out_path, overwrite=args.force, planned=plan.n_items)
+    rows = Rows()
+    progress = Progress(plan.n_items, args.quiet, not_here=not_here(plan, dev))
     try:
-        driver.run(plan, Tee(writer, rows, progress))
+        with Driver(options(args, dev, golden_dev), run, ceilings, pool) as driver:
+            driver.run(plan, Tee(writer, rows, progress))
     except KeyboardInterrupt:
         progress.close()
-        writer.close()
-        print(f"\ninterrupted: {len(rows)} finished items kept in {out_path}",
-              file=sys.stderr)
+        writer.close(interrupted=True)
+        print(f"\ninterrupted: {len(rows)} of {plan.n_items} items finished, kept in "
+              f"{out_path}", file=sys.stderr)
         return 130
     progress.close()
-    writer.close()
+    writer.close(interrupted=len(rows) < plan.n_items)
     print(summary.render(rows))
     print(f"results: {out_path}")
     return 1 if count_bad(rows) else 0

@@ -36,7 +36,7 @@ from typing import Callable, Iterator, Mapping, Optional
 from suite.fuzz.domains import domain_of
 from suite.fuzz.draw import out_of_bounds
 from suite.opspec import tensor_list
-from suite.outcomes import Verdict
+from suite.outcomes import FailureKind, Verdict
 from suite.params import FloatRange, IntList, IntRange
 
 REPAIRS = 2
@@ -73,9 +73,11 @@ class Failure:
 
 
 def failure_of(row) -> Optional[Failure]:
-    """The Failure of a row; None unless it failed or raised (unsupported, passed or
-    timed out: a timeout is not shrunk)."""
-    if row.verdict not in (Verdict.FAIL, Verdict.ERROR):
+    """The Failure of a row; None unless the implementation failed or raised (unsupported,
+    passed or timed out: a timeout is not shrunk; nor is the harness's own error, a golden
+    or yardstick that failed, which is no bug of the implementation)."""
+    if row.verdict not in (Verdict.FAIL, Verdict.ERROR) \
+            or row.failure_kind is FailureKind.HARNESS:
         return None
     kind = str(row.failure_kind or "")
     if row.verdict is Verdict.ERROR:
@@ -227,18 +229,20 @@ class Shrunk:
     exhausted: bool  # stopped at max_tries, not at a case no variant of which fails
     start_key: tuple = ()
     key: tuple = ()
+    out_of_time: bool = False  # stopped by `stop` (fuzz --time) before a minimal case
 
 
 def shrink(spec, params: Mapping, row, run: Callable[[dict], object],
            can_run: Callable[[dict], bool] = lambda p: True, max_tries: int = 200,
            numel: Optional[Callable[[Mapping], int]] = None,
            device_type: str = "cpu", escape: bool = True,
-           _tried: Optional[set] = None) -> Shrunk:
+           _tried: Optional[set] = None,
+           stop: Callable[[], bool] = lambda: False) -> Shrunk:
     """Shrink the failing case `params` (whose row is `row`). `run(params)` runs one
     item and returns its row; `can_run(params)` says whether the implementation and
     device can run a variant (one that cannot costs no try). `escape`: try the larger
     string-choice resets once no smaller variant fails, besides the op's rewrites (see
-    the module doc)."""
+    the module doc). `stop()` true ends it before the next try with what it has."""
     target = failure_of(row)
     if target is None:
         raise ValueError("shrink: the row did not fail")
@@ -258,6 +262,9 @@ def shrink(spec, params: Mapping, row, run: Callable[[dict], object],
     tried.add(json.dumps(current, sort_keys=True))
     tries = steps = 0
     while tries < max_tries:
+        if stop():
+            return Shrunk(current, cur_row, failure_of(cur_row), tries, steps, False,
+                          start_key, cur_key, out_of_time=True)
         found = False
         pool = {}
         for _, v in variants(spec, current):
@@ -271,7 +278,7 @@ def shrink(spec, params: Mapping, row, run: Callable[[dict], object],
             if k < cur_key:
                 pool[ident] = (k, v)
         for ident, (k, v) in sorted(pool.items(), key=lambda kv: kv[1][0]):
-            if tries >= max_tries:
+            if tries >= max_tries or stop():
                 break
             tries += 1
             tried.add(ident)
@@ -293,7 +300,7 @@ def shrink(spec, params: Mapping, row, run: Callable[[dict], object],
                             variants(spec, current) if spec.params.by_name[name].kind == "str"]
             best = None
             for v in detours:
-                if tries >= max_tries:
+                if tries >= max_tries or stop():
                     break
                 ident = json.dumps(v, sort_keys=True) if v is not None else None
                 if v is None or ident in tried or not can_run(v):
@@ -305,7 +312,7 @@ def shrink(spec, params: Mapping, row, run: Callable[[dict], object],
                 if f is None or not f.same_as(target):
                     continue
                 inner = shrink(spec, v, r, run, can_run, max_tries - tries, n, device_type,
-                               escape=False, _tried=tried)
+                               escape=False, _tried=tried, stop=stop)
                 tries += inner.tries
                 if inner.key < (best.key if best else cur_key):
                     best = inner
@@ -314,6 +321,7 @@ def shrink(spec, params: Mapping, row, run: Callable[[dict], object],
                 steps += best.steps + 1
         if not found:
             return Shrunk(current, cur_row, failure_of(cur_row), tries, steps,
-                          tries >= max_tries and bool(pool), start_key, cur_key)
+                          tries >= max_tries and bool(pool), start_key, cur_key,
+                          out_of_time=stop())
     return Shrunk(current, cur_row, failure_of(cur_row), tries, steps, True, start_key,
                   cur_key)

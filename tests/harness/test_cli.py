@@ -109,7 +109,7 @@ def test_ctrl_c_keeps_finished_items(capsys, tmp_path):
                  "causal_conv1d=tests.helpers:interrupt_on_third_call", "--output", str(out),
                  "--workers", "0"])  # in this process: the Ctrl-C reaches the run itself
     assert code == 130
-    assert "interrupted: 2 finished items kept" in capsys.readouterr().err
+    assert "interrupted: 2 of 8 items finished, kept" in capsys.readouterr().err
     df = results.read_results([out])
     assert len(df) == 2 and (df.verdict == "pass").all()
 
@@ -309,7 +309,7 @@ def _plan(*argv):
     return select(build_parser().parse_args(["run", "--device", "cpu", *argv])).plan
 
 
-def test_external_impl_runs_on_its_own_op_only():
+def test_external_impl_runs_on_its_own_op_only_and_implies_it():
     plan = _plan("--profile", "ci", "--impl", "softmax=tests.helpers:raising,"
                  "tests.helpers:layer_norm_only,torch_ref")
     by_op = {}
@@ -321,7 +321,8 @@ def test_external_impl_runs_on_its_own_op_only():
     assert by_op["layer_norm"] == {
         ("tests_layer_norm_only", "layer_norm=tests.helpers:layer_norm_only"),
         ("torch_ref", "")}
-    assert by_op["causal_conv1d"] == {("torch_ref", "")}
+    # the outside implementations are bound to softmax and layer_norm: no other op runs
+    assert plan.ops() == ["layer_norm", "softmax"]
 
 
 def test_plain_external_impl_takes_the_op_of_op():

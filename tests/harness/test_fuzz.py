@@ -453,7 +453,7 @@ def test_time_stops_the_drawing(tmp_path, capsys):
     code = main(["fuzz", "--op", "softmax", "--impl", "torch_ref", "--time", "1e-6",
                  "--workers", "0", "--device", "cpu", "--output", str(out), "--quiet"])
     assert code == 0
-    assert "stopped at --time" in capsys.readouterr().err
+    assert "drawing stopped" in capsys.readouterr().err
     assert len(read_rows([out])) == 1
 
 

@@ -348,6 +348,94 @@ def test_every_compared_item_has_its_ratio_and_p_flagged_ones_first():
     assert [t.case_id for t in c.timing] == ["g/c1", "g/c4"]  # beyond the factor, as before
 
 
+# -- timings too noisy to compare: spread, host load ---------------------------------------
+
+CPU = regression.CPU_TIMING_METHOD
+
+
+def _timed_run(samples, host_load=None, method=CPU, iqr_share=None) -> pd.DataFrame:
+    """A one-item run of a CPU (or `method`) timing with its host load and, where given,
+    its IQR as a share of the median."""
+    run = _run({("g/c", "k"): samples}).assign(timing_method=method, host_load=host_load)
+    if iqr_share is not None:
+        run = run.assign(time_iqr_s=iqr_share * run["time_median_s"])
+    return run
+
+
+def _tight(median, seed):
+    return _samples(random.Random(seed), median, 0.01)
+
+
+def test_a_threefold_slowdown_under_host_load_is_noisy_not_a_regression():
+    base, slow = _tight(1e-3, 0), _tight(3e-3, 1)
+    loaded = compare(_timed_run(base, 0.1), _timed_run(slow, 0.62))
+    assert not loaded.regressions and not loaded.timing and not loaded.compared
+    assert [(t.case_id, t.reason) for t in loaded.noisy] == [("g/c", "current host load 0.62")]
+    assert loaded.noisy[0].ratio == pytest.approx(3, rel=0.05)
+    # every timed item was noisy: nothing compared, and the reason says so
+    assert loaded.n_timed == 0 and loaded.n_timed_both == 1
+    assert loaded.exit_code() == regression.EXIT_NOT_COMPARED
+    assert "1 too noisy to compare (current host load over 0.5 in 1)" in \
+        loaded.vacuous_reason and "the timings were too noisy" in loaded.vacuous_reason
+    # the same runs on an idle host: a regression
+    idle = compare(_timed_run(base, 0.1), _timed_run(slow, 0.2))
+    assert [t.change for t in idle.timing] == [Change.REGRESSION] and not idle.noisy
+    assert idle.n_timed == 1 and idle.exit_code() == regression.EXIT_REGRESSED
+
+
+def test_a_loaded_baseline_hides_an_improvement_too():
+    c = compare(_timed_run(_tight(3e-3, 0), 0.8), _timed_run(_tight(1e-3, 1), 0.0))
+    assert not c.improvements and [t.reason for t in c.noisy] == ["baseline host load 0.8"]
+
+
+def test_host_load_rule_is_for_cpu_timings_and_a_missing_load_is_not_noisy():
+    base, slow = _tight(1e-3, 0), _tight(3e-3, 1)
+    gpu = compare(_timed_run(base, 0.9, "cuda_events"), _timed_run(slow, 0.9, "cuda_events"))
+    assert [t.change for t in gpu.timing] == [Change.REGRESSION] and not gpu.noisy
+    old = compare(_timed_run(base, None), _timed_run(slow, None))  # files before the column
+    assert [t.change for t in old.timing] == [Change.REGRESSION] and not old.noisy
+    bare = compare(_run({("g/c", "k"): base}), _run({("g/c", "k"): slow}))  # no columns
+    assert [t.change for t in bare.timing] == [Change.REGRESSION] and not bare.noisy
+    at_limit = compare(_timed_run(base, regression.MAX_HOST_LOAD),
+                       _timed_run(slow, regression.MAX_HOST_LOAD))
+    assert [t.change for t in at_limit.timing] == [Change.REGRESSION]
+
+
+def test_a_wide_spread_on_either_side_is_noisy_on_any_device():
+    base, slow = _tight(1e-3, 0), _tight(3e-3, 1)
+    for method in (CPU, "cuda_events"):
+        c = compare(_timed_run(base, method=method, iqr_share=0.8),
+                    _timed_run(slow, method=method, iqr_share=0.05))
+        assert not c.timing and [t.reason for t in c.noisy] == \
+            ["baseline spread 0.8 of the median"]
+    both = compare(_timed_run(base, 0.7, iqr_share=0.6), _timed_run(slow, iqr_share=2.5))
+    assert [n.what for n in both.noisy[0].noise] == [regression.SPREAD, regression.HOST_LOAD,
+                                                     regression.SPREAD]
+    assert both.noisy[0].reason == ("baseline spread 0.6 of the median; baseline host load "
+                                    "0.7; current spread 2.5 of the median")
+    tight = compare(_timed_run(base, iqr_share=0.4), _timed_run(slow, iqr_share=0.4))
+    assert [t.change for t in tight.timing] == [Change.REGRESSION] and not tight.noisy
+
+
+def test_noisy_items_are_listed_apart_and_the_others_still_compared():
+    from suite.commands import compare as compare_command
+
+    base = {("g/a", "k"): _tight(1e-3, 0), ("g/b", "k"): _tight(1e-3, 1)}
+    cur = {("g/a", "k"): _tight(3e-3, 2), ("g/b", "k"): _tight(3e-3, 3)}
+    loads = {"g/a": 0.9, "g/b": 0.1}
+    b, c_run = (_run(s).assign(timing_method=CPU) for s in (base, cur))
+    c_run = c_run.assign(host_load=c_run["case_id"].map(loads))
+    c = compare(b, c_run)
+    assert [t.case_id for t in c.regressions] == ["g/b"] and c.n_timed == 1
+    assert [t.case_id for t in c.noisy] == ["g/a"] and c.exit_code() == 1
+    assert c.vacuous_reason is None
+    lines = compare_command.render(c)
+    head = lines.index("\ntoo noisy to compare (spread or host load; not counted as timed) (1):")
+    assert lines[head + 1].startswith(f"  x{c.noisy[0].ratio:.3f}  g/a  [k]  ")
+    assert lines[head + 1].endswith("  current host load 0.9")
+    assert compare_command.counts(c)["noisy"] == 1 and compare_command.counts(c)["timed"] == 1
+
+
 # -- steps over many runs --------------------------------------------------------------------
 
 def _series(rng, medians, n=20, noise=0.01):

@@ -454,3 +454,75 @@ def test_cpu_wall_time_is_the_median_of_host_times(monkeypatch):
         timing.wall_time(fn, "cpu", repeats=0)
     with pytest.raises(ValueError, match="device type"):
         timing.wall_time(fn, "meta")
+
+
+# -- host load: measured around the samples alone (suite/host_load.py) ---------------------
+
+def _fake_meter(monkeypatch, calls, share):
+    """Replace the meter with one reporting `share`; returns how many calls had been made
+    when it was entered and left."""
+    seen = {}
+
+    class Meter:
+        def __enter__(self):
+            seen["enter"] = len(calls)
+            return self
+
+        def __exit__(self, *exc):
+            seen["exit"] = len(calls)
+            self.share = share
+
+    monkeypatch.setattr(timing, "HostLoadMeter", Meter)
+    return seen
+
+
+def test_cpu_host_load_is_measured_around_the_samples_not_the_warmup(monkeypatch):
+    calls = []
+    seen = _fake_meter(monkeypatch, calls, 0.42)
+    t = time_call(lambda: calls.append(1), "cpu", warmup=3, repeats=5, max_time_s=50.0)
+    assert t.host_load == 0.42
+    assert seen == {"enter": 3, "exit": 3 + 5}
+
+
+def test_fake_gpu_host_load_is_measured_around_the_samples(fake_gpu, monkeypatch):
+    calls = []
+    seen = _fake_meter(monkeypatch, calls, 0.7)
+    t = _time_fake(_host_bound(fake_gpu, calls))
+    assert t.host_load == 0.7 and seen == {"enter": 2, "exit": 2 + 5}
+
+
+def test_host_load_is_unknown_by_default_and_compare_knows_the_cpu_method():
+    from suite import regression
+
+    assert Timing("perf_counter", (1.0,), 0, "none").host_load is None
+    # compare holds CPU timings alone to the load rule, by this method (it keeps a copy)
+    assert timing.CPU_METHOD == regression.CPU_TIMING_METHOD
+    assert time_call(lambda: None, "cpu", warmup=0, repeats=3).method == timing.CPU_METHOD
+
+
+def test_the_runner_stores_the_host_load(monkeypatch):
+    from types import MappingProxyType
+
+    from kernels.softmax.torch_ref import torch_ref
+    from suite import registry, runner
+    from suite.cases import Case
+    from suite.registry import Implementation
+    from suite.roofline import Ceilings
+    from suite.rows import ResultRow
+
+    spec = registry.op("softmax")
+    case = Case(op="softmax", group="t", id="softmax/t/x", tags=frozenset({"ci"}),
+                params=MappingProxyType(dict(spec.params.defaults(), rows=2, length=8)),
+                seed=1, file="<test>")
+    cpu = torch.device("cpu")
+    ctx = runner.CaseContext(spec, case, runner.RunOptions(device=cpu, golden_device=cpu))
+    monkeypatch.setattr(runner, "time_call", lambda call, device, setup, **how: Timing(
+        method="perf_counter", samples_s=(1e-3, 2e-3, 3e-3), warmup=1, l2_flush="none",
+        host_load=0.37))
+    monkeypatch.setattr(runner, "same_bytes_copy_s", lambda *a, **k: None)
+    row = ResultRow(bytes=100, flops=10)
+    runner._time(row, spec, Implementation(op="softmax", name="r", fn=torch_ref,
+                                           kind="native"), ctx,
+                 Ceilings(device_name="x", copy_gbps=None, copy_source="none",
+                          peak_tflops=None))
+    assert row.host_load == 0.37 and row.time_median_s == 2e-3

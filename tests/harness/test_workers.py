@@ -123,6 +123,7 @@ def test_rerun_failed_runs_exactly_the_failing_items(tmp_path, capsys):
     assert code == 1
     again = tmp_path / "again.parquet"
     code = main(["run", "--rerun-failed", str(tmp_path / "r.parquet"), "--no-timing",
+                 "--impl", "causal_conv1d=tests.crashing:exits",
                  "--repeats", "1", "--quiet", "--device", "cpu", "--output", str(again)])
     df2 = results.read_results([again])
     assert code == 1
@@ -151,7 +152,9 @@ def test_sigint_to_a_run_with_workers_keeps_every_finished_row(tmp_path):
     assert proc.returncode == 130, err[-2000:]
     df = results.read_results([out])
     assert len(df) >= 2 and (df.verdict == "pass").all()
-    assert f"interrupted: {len(df)} finished items kept" in err
+    assert f"interrupted: {len(df)} of 8 items finished, kept" in err
+    (state,) = results.completeness([out])
+    assert state.incomplete and state.planned == 8 and state.rows == len(df)
 
 
 def test_a_lost_cuda_context_costs_one_item_and_a_fresh_worker_runs_the_rest(tmp_path):

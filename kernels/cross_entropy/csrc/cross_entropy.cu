@@ -88,17 +88,19 @@ __global__ void __launch_bounds__(kMaxThreads) ce_row_kernel(CrossEntropyParams 
     sm_xy = v[0];
   }
 
+  const bool sum_x = p.label_smoothing != 0.f;
+  const float x0 = sum_x ? ce::first_logit<T, kCap>(x, p.softcap) : 0.f;
   ce::Partial a;
   for (int i = threadIdx.x; i < vectors; i += blockDim.x) {
     float v[kN];
     load<T, kN>(x + i * kN, v);
     if constexpr (kCap) ce::cap_all(v, p.softcap);
-    ce::accumulate(a, v, p.label_smoothing != 0.f);
+    ce::accumulate(a, v, sum_x, x0);
   }
   a = ce::block_merge(a);  // its barrier also publishes sm_xy
   wait_for_primary();      // the count, for a mean
   float loss;
-  const ce::RowGrad r = ce::row_grad(p, row, a, sm_xy, in_range, &loss);
+  const ce::RowGrad r = ce::row_grad(p, row, a, sm_xy, x0, in_range, &loss);
   if (threadIdx.x == 0) row_out[row] = loss;
 
   for (int i = vectors - 1 - int(threadIdx.x); i >= 0; i -= blockDim.x) {

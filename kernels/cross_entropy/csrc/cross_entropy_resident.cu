@@ -112,6 +112,8 @@ __global__ void __launch_bounds__(kThreads) ce_resident_kernel(CrossEntropyParam
   }
   const unsigned smem = rowpipe::smem_addr(row_smem);
   const bool sum_x = p.label_smoothing != 0.f;
+  const float x0 = sum_x ? ce::first_logit<T, kCap>(
+      static_cast<const T *>(p.logits) + row * p.logits_row, p.softcap) : 0.f;
   ce::Partial a;
   if constexpr (kGroups == 1) {
     for (int i = threadIdx.x; i < mine; i += kThreads)
@@ -122,7 +124,7 @@ __global__ void __launch_bounds__(kThreads) ce_resident_kernel(CrossEntropyParam
       float v[kN];
       ce::unpack<T, kN>(rowpipe::lds16(smem + i * 16), v);
       if constexpr (kCap) ce::cap_all(v, p.softcap);
-      ce::accumulate(a, v, sum_x);
+      ce::accumulate(a, v, sum_x, x0);
     }
   } else {
     // The copies in kGroups commit groups, reduced group by group as they land: the
@@ -147,7 +149,7 @@ __global__ void __launch_bounds__(kThreads) ce_resident_kernel(CrossEntropyParam
         float v[kN];
         ce::unpack<T, kN>(rowpipe::lds16(smem + i * 16), v);
         if constexpr (kCap) ce::cap_all(v, p.softcap);
-        ce::accumulate(a, v, sum_x);
+        ce::accumulate(a, v, sum_x, x0);
       }
     }
   }
@@ -186,7 +188,7 @@ __global__ void __launch_bounds__(kThreads) ce_resident_kernel(CrossEntropyParam
   wait_for_primary();  // the count, for a mean
   float loss;
   const ce::RowGrad r =
-      ce::row_grad(p, row, ce::Partial{mg.x, mg.y, mg.z}, mg.w, in_range, &loss);
+      ce::row_grad(p, row, ce::Partial{mg.x, mg.y, mg.z}, mg.w, x0, in_range, &loss);
   if (rank == 0 && threadIdx.x == 0) row_out[row] = loss;
 
   for (int i = threadIdx.x; i < mine; i += kThreads) {

@@ -35,7 +35,9 @@ __device__ __forceinline__ void merge(float &m, float &s, float m2, float s2) {
   m = mm;
 }
 
-// A row's partial statistics: max, sum of exp(x - max), sum of x (label smoothing).
+// A row's partial statistics: max, sum of exp(x - max), sum of x - x0 (label smoothing;
+// x0 the row's first logit: logits far from 0 with a small spread, a z-loss's target,
+// summed as they are would lose their spread to the sum's rounding).
 struct Partial {
   float m = -INFINITY, s = 0.f, sx = 0.f;
 };
@@ -72,6 +74,13 @@ __device__ __forceinline__ double tanh_of(float x, float cap) {
 }
 __device__ __forceinline__ float capped(float x, float cap) {
   return float(double(cap) * tanh_of(x, cap));
+}
+
+// The row's first logit (capped), the offset of the smoothing sum (Partial.sx).
+template <typename T, bool kCap>
+__device__ __forceinline__ float first_logit(const T *row, float cap) {
+  const float v = to_f(row[0]);
+  return kCap ? capped(v, cap) : v;
 }
 
 // The kN elements of one 16-byte vector, in fp32 (pack: back, rounded once).
@@ -113,7 +122,8 @@ __device__ __forceinline__ void cap_all(float (&v)[kN], float cap) {
 // The sum of the logits only where label smoothing needs it (sum_x; else sx stays 0): the
 // row kernels issue close to one instruction a cycle, so each one an element counts.
 template <int kN>
-__device__ __forceinline__ void accumulate(Partial &a, const float (&v)[kN], bool sum_x) {
+__device__ __forceinline__ void accumulate(Partial &a, const float (&v)[kN], bool sum_x,
+                                           float x0) {
   float lm = v[0];
 #pragma unroll
   for (int j = 1; j < kN; ++j) lm = fmaxf(lm, v[j]);
@@ -125,48 +135,57 @@ __device__ __forceinline__ void accumulate(Partial &a, const float (&v)[kN], boo
   for (int j = 0; j < kN; ++j) a.s += exp2f((v[j] - a.m) * kLog2e);
   if (sum_x) {
 #pragma unroll
-    for (int j = 0; j < kN; ++j) a.sx += v[j];
+    for (int j = 0; j < kN; ++j) a.sx += v[j] - x0;
   }
 }
 
 // What the gradient pass of a row needs, from the row's merged statistics.
 struct RowGrad {
   float m, ls;  // lse = m + ls, kept apart: (x - m) - ls is exact near the max
-  float pz;     // 1 + 2 z lse (the z-loss)
-  float smooth, hit, coef;
-  // folded for the uncapped gradient, two FMAs an element: ls log2(e), coef pz, coef eps/V
+  float zl;     // 2 z lse (the z-loss), never 1 + 2 z lse: see grad_of
+  // the target's p (1 + 2 z lse) - eps / V - (1 - eps) as fma(p, 2 z lse, (p - u) + w): with
+  // eps >= 1/2, u = 1 - eps (exact there) and w = -eps / V; below, u = 1 and w = eps - eps / V
+  float smooth, u, w, coef;
+  // folded for the uncapped gradient, two FMAs an element: ls log2(e), coef (1 + 2 z lse),
+  // coef eps/V
   float ls2, cpz, csmooth;
 };
 
 // The row's loss (fp32; NaN for a target outside [0, V)) and its gradient terms. xy: the
-// target's (capped) logit. The mean's coefficient reads the non-ignored count, which a
-// kernel before this one writes: callers launched as its dependents wait first.
+// target's (capped) logit; x0: the first one, as `accumulate` took it. The mean's
+// coefficient reads the non-ignored count, which a kernel before this one writes: callers
+// launched as its dependents wait first.
 __device__ __forceinline__ RowGrad row_grad(const CrossEntropyParams &p, int64_t row,
-                                            const Partial &a, float xy, bool in_range,
-                                            float *loss) {
+                                            const Partial &a, float xy, float x0,
+                                            bool in_range, float *loss) {
   // the log once a row, in double (not __logf)
   const float ls = float(log(double(a.s)));
   const float lse = a.m + ls;
   const float eps = p.label_smoothing, z = p.z_loss;
   const float V = float(p.vocab);
   *loss = in_range ? (1.f - eps) * ((a.m - xy) + ls) +
-                         eps * ((a.m - __fdiv_rn(a.sx, V)) + ls) + z * lse * lse
+                         eps * (((a.m - x0) - __fdiv_rn(a.sx, V)) + ls) + z * lse * lse
                    : NAN;
   float coef;
   if (p.reduction == CeReduction::kNone) coef = p.grad_loss[row];
   else if (p.reduction == CeReduction::kSum) coef = *p.grad_loss;
   else coef = __fdiv_rn(*p.grad_loss, float(max(*p.count, 1)));  // IEEE, not fast-math's
-  const float pz = 1.f + 2.f * z * lse, smooth = __fdiv_rn(eps, V);
-  return {a.m, ls, pz, smooth, 1.f - eps, coef, ls * kLog2e, coef * pz, coef * smooth};
+  const float zl = 2.f * z * lse, smooth = __fdiv_rn(eps, V);
+  const bool big_eps = eps >= 0.5f;
+  return {a.m, ls, zl, smooth, big_eps ? 1.f - eps : 1.f, big_eps ? -smooth : eps - smooth,
+          coef, ls * kLog2e, coef * (1.f + zl), coef * smooth};
 }
 
 // dl/dx_j = coef (p_j (1 + 2 z lse) - eps / V - (1 - eps) [j == y]), times 1 - tanh^2
-// with the softcap, for kN logits from column c0. raw: as stored (before the cap).
+// with the softcap, for kN logits from column c0. raw: as stored (before the cap). At the
+// target p - u goes first (RowGrad): near p = 1 it cancels exactly, where 1 + 2 z lse or a
+// rounded 1 - eps would leave that rounding (6e-8) in a gradient of 2 z lse (V = 1: all of
+// it); with eps >= 1/2, 1 - eps is exact and the smoothing's eps / V stays apart from 1.
 template <int kN, bool kCap>
 __device__ __forceinline__ void grad_of(const RowGrad &r, const float (&raw)[kN], int64_t c0,
                                         int64_t y, float cap, float (&g)[kN]) {
   if constexpr (!kCap) {
-    // coef (p pz - eps / V) as one FMA on p; the target's column (one a row, compared
+    // coef (p (1 + 2 z lse) - eps / V) as one FMA on p; the target's column (one a row, compared
     // once a vector) again in the unfolded order, where p - 1 may cancel
 #pragma unroll
     for (int j = 0; j < kN; ++j)
@@ -177,7 +196,7 @@ __device__ __forceinline__ void grad_of(const RowGrad &r, const float (&raw)[kN]
       for (int j = 0; j < kN; ++j) {
         if (uint64_t(j) != k) continue;
         const float pj = exp2f(fmaf(raw[j] - r.m, kLog2e, -r.ls2));
-        g[j] = r.coef * (fmaf(pj, r.pz, -r.smooth) - r.hit);
+        g[j] = r.coef * fmaf(pj, r.zl, (pj - r.u) + r.w);
       }
     }
   } else {
@@ -185,8 +204,9 @@ __device__ __forceinline__ void grad_of(const RowGrad &r, const float (&raw)[kN]
     for (int j = 0; j < kN; ++j) {
       const double t = tanh_of(raw[j], cap);
       const float v = float(double(cap) * t), dcap = float(1.0 - t * t);
-      float d = exp2f(((v - r.m) - r.ls) * kLog2e) * r.pz - r.smooth;
-      if (c0 + j == y) d -= r.hit;
+      const float pj = exp2f(((v - r.m) - r.ls) * kLog2e);
+      const float d = c0 + j == y ? fmaf(pj, r.zl, (pj - r.u) + r.w)
+                                  : fmaf(pj, r.zl, pj) - r.smooth;
       g[j] = r.coef * (d * dcap);
     }
   }
