@@ -4,7 +4,7 @@ Each kernel folder has torch-free sources (the kernels' `.cu` files, compiled wi
 alone in CI by tests/cuda/test_cuda_sources.py, and the host planning `.cpp` files) and a thin
 binding `.cpp`. The extension is compiled on first use for the current GPU's architecture
 (sm_90 on Hopper; BWD_SUITE_CUDA_ARCH=90 overrides), cached by torch in
-TORCH_EXTENSIONS_DIR, and built ahead of a run by `python -m suite prebuild`. A failed
+TORCH_EXTENSIONS_DIR, and built ahead of a run by `python -m bwd_suite prebuild`. A failed
 build is remembered, so every later item reports the same error instead of compiling again.
 """
 

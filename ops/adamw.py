@@ -24,13 +24,13 @@ from typing import Mapping
 
 import torch
 
-from golden import adamw as golden
-from ops import adamw_stats
-from ops.adamw_diagnosis import SPEC as DIAGNOSIS
-from suite import inputs as mk
-from suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass
-from suite.params import FloatRange, IntList, IntRange, Param, ParamSet
-from suite.registry import register_op
+from bwd_suite.golden import adamw as golden
+from bwd_suite.ops import adamw_stats
+from bwd_suite.ops.adamw_diagnosis import SPEC as DIAGNOSIS
+from bwd_suite.suite import inputs as mk
+from bwd_suite.suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass
+from bwd_suite.suite.params import FloatRange, IntList, IntRange, Param, ParamSet
+from bwd_suite.suite.registry import register_op
 
 # Parameter lists by name (shapes). gpt2_large: GPT-2 large's 436 tensors (774M
 # parameters: 36 layers of 12, the two embeddings and the final LayerNorm).

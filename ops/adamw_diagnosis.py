@@ -27,8 +27,8 @@ from typing import Mapping
 
 import torch
 
-from golden import adamw as golden
-from suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
+from bwd_suite.golden import adamw as golden
+from bwd_suite.suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
                              Rule, Term, fallback, generic_causes)
 
 MOMENTS = ("exp_avg", "exp_avg_sq")
@@ -61,7 +61,7 @@ class Cause(enum.Enum):
 # ---------------------------------------------------------------- case features
 
 def _n_tensors(p: Mapping) -> int:
-    from ops.adamw import shapes  # ops.adamw imports this module
+    from bwd_suite.ops.adamw import shapes  # ops.adamw imports this module
 
     return len(shapes(p))
 

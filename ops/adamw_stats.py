@@ -23,7 +23,7 @@ from typing import Mapping
 
 import torch
 
-from suite.opspec import CaseInputs, tensor_list
+from bwd_suite.suite.opspec import CaseInputs, tensor_list
 
 
 def spacing(x: torch.Tensor) -> torch.Tensor:

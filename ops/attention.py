@@ -26,11 +26,11 @@ from typing import Mapping
 
 import torch
 
-from golden import attention as golden
-from suite import inputs as mk
-from suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass
-from suite.params import FloatRange, IntRange, Param, ParamSet, token_unless_default
-from suite.registry import register_op
+from bwd_suite.golden import attention as golden
+from bwd_suite.suite import inputs as mk
+from bwd_suite.suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass
+from bwd_suite.suite.params import FloatRange, IntRange, Param, ParamSet, token_unless_default
+from bwd_suite.suite.registry import register_op
 
 PACKINGS = ("none", "packed", "packed_padded")
 LAYOUTS = {"bshd": (0, 2, 1, 3), "bhsd": (0, 1, 2, 3)}  # memory order of (B, H, T, d)

@@ -24,12 +24,12 @@ from typing import Mapping
 
 import torch
 
-from golden import causal_conv1d as golden
-from ops.causal_conv1d_diagnosis import SPEC as DIAGNOSIS
-from suite import inputs as mk
-from suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass, call_once
-from suite.params import FloatRange, IntList, IntRange, Param, ParamSet, upstream_params
-from suite.registry import register_op
+from bwd_suite.golden import causal_conv1d as golden
+from bwd_suite.ops.causal_conv1d_diagnosis import SPEC as DIAGNOSIS
+from bwd_suite.suite import inputs as mk
+from bwd_suite.suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass, call_once
+from bwd_suite.suite.params import FloatRange, IntList, IntRange, Param, ParamSet, upstream_params
+from bwd_suite.suite.registry import register_op
 
 SEQ_IDX_PATTERNS = ("none", "random", "tile_edges", "mid_tile", "short_segments",
                     "repeated_ids", "padding_tail", "padding_head", "padding_mid")

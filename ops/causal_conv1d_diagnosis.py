@@ -22,8 +22,8 @@ from typing import Mapping
 import torch
 import torch.nn.functional as F
 
-from golden import causal_conv1d as golden
-from suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, PARTIAL_RESIDUAL,
+from bwd_suite.golden import causal_conv1d as golden
+from bwd_suite.suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, PARTIAL_RESIDUAL,
                              CauseSpec, DiagnosisSpec, Evidence, Feature, Region, Rule, Term,
                              fallback, generic_causes)
 

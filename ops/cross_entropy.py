@@ -41,13 +41,13 @@ from typing import Mapping
 
 import torch
 
-from golden import cross_entropy as golden
-from ops.cross_entropy_diagnosis import SPEC as DIAGNOSIS
-from suite import inputs as mk
-from suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass, call_once
-from suite.params import FloatRange, IntRange, Param, ParamSet, token_unless_default
-from suite.registry import register_op
-from suite.tolerances import CEILINGS
+from bwd_suite.golden import cross_entropy as golden
+from bwd_suite.ops.cross_entropy_diagnosis import SPEC as DIAGNOSIS
+from bwd_suite.suite import inputs as mk
+from bwd_suite.suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass, call_once
+from bwd_suite.suite.params import FloatRange, IntRange, Param, ParamSet, token_unless_default
+from bwd_suite.suite.registry import register_op
+from bwd_suite.suite.tolerances import CEILINGS
 
 MASKS = ("none", "prompt", "padding_right", "padding_left", "all_ignored_row",
          "all_ignored_batch")

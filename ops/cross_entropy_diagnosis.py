@@ -27,7 +27,7 @@ from typing import Mapping
 
 import torch
 
-from suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
+from bwd_suite.suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
                              Rule, Term, fallback, generic_causes)
 
 OUTPUTS = ("loss", "dlogits")
@@ -63,7 +63,7 @@ def _calls(p: Mapping) -> tuple:
 
 
 def case_features(p: Mapping) -> dict:
-    from ops import cross_entropy as op  # ops.cross_entropy imports this module
+    from bwd_suite.ops import cross_entropy as op  # ops.cross_entropy imports this module
 
     keep = op.scored(p)
     V = p["vocab"]
@@ -168,8 +168,8 @@ def _call(x, targets, g, a: Mapping, hyp, dtype):
 def _trainer(t: Mapping, a: Mapping, p: Mapping, hyp=None) -> dict:
     """{loss, dlogits} of the case in float64 under `hyp`, the trainer's loop of
     `ops.cross_entropy.invoke` around the calls."""
-    from ops.cross_entropy import aligned  # ops.cross_entropy imports this module
-    from suite.inputs import DTYPES
+    from bwd_suite.ops.cross_entropy import aligned  # ops.cross_entropy imports this module
+    from bwd_suite.suite.inputs import DTYPES
 
     x, y, g = t["logits"], t["targets"], t["grad_loss"]
     dtype = DTYPES[p["dtype"]]

@@ -25,10 +25,10 @@ from typing import Mapping
 
 import torch
 
-from golden import layer_norm as golden
-from suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
+from bwd_suite.golden import layer_norm as golden
+from bwd_suite.suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
                              Rule, Term, along_axis, generic_causes)
-from suite.inputs import DTYPES
+from bwd_suite.suite.inputs import DTYPES
 
 ROW_BLOCK = 4  # rows per block of the dgamma/dbeta partial sums
 VECTOR = 8  # columns per vector load (16 bytes of bf16)

@@ -27,12 +27,12 @@ from typing import Mapping
 
 import torch
 
-from golden import softmax as golden
-from ops.softmax_diagnosis import SPEC as DIAGNOSIS
-from suite import inputs as mk
-from suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass
-from suite.params import FloatRange, IntRange, Param, ParamSet, upstream_params
-from suite.registry import register_op
+from bwd_suite.golden import softmax as golden
+from bwd_suite.ops.softmax_diagnosis import SPEC as DIAGNOSIS
+from bwd_suite.suite import inputs as mk
+from bwd_suite.suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass
+from bwd_suite.suite.params import FloatRange, IntRange, Param, ParamSet, upstream_params
+from bwd_suite.suite.registry import register_op
 
 MASK_PATTERNS = ("random", "all_kept", "all_dropped_rows")
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 import enum
 from typing import Mapping
 
-from golden import softmax as golden
-from suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, CauseSpec,
+from bwd_suite.golden import softmax as golden
+from bwd_suite.suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, CauseSpec,
                              DiagnosisSpec, Evidence, Feature, Rule, Term, along_axis,
                              generic_causes)
 

@@ -1,4 +1,4 @@
-"""The HTML report: `python -m suite report RESULTS... [--baseline RESULTS...]`.
+"""The HTML report: `python -m bwd_suite report RESULTS... [--baseline RESULTS...]`.
 
 Python computes every number (these modules, each one section of the page); jinja2
 templates under reports/templates/ only lay them out, with autoescaping on. The page is

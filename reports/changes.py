@@ -9,8 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from reports import fmt
-from suite.regression import Change, Comparison
+from bwd_suite.reports import fmt
+from bwd_suite.suite.regression import Change, Comparison
 
 MAX_LISTED = 300
 MAX_RATIOS = 2000  # rows of the full table of ratios (--format json holds them all)

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
-from reports import fmt, palette
+from bwd_suite.reports import fmt, palette
 
 WIDTH, HEIGHT = 760, 440
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 20, 50  # margins for tick labels

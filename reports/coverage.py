@@ -3,7 +3,7 @@ the cases offered, and the value pairs it is missing: pairs of values it runs th
 combined although a valid case it supports could ("never exercised together"), offered
 pairs it declared unsupported, and offered pairs it did not run otherwise.
 
-The numbers come from `suite.coverage` (the same as `python -m suite coverage`), computed
+The numbers come from `suite.coverage` (the same as `python -m bwd_suite coverage`), computed
 from every row of the results; the page lists a capped part of them and says how many
 are left out, so that a big run's page stays small.
 """
@@ -15,8 +15,8 @@ from typing import Optional
 
 import pandas as pd
 
-from reports import fmt
-from suite import coverage as cov
+from bwd_suite.reports import fmt
+from bwd_suite.suite import coverage as cov
 
 MAX_PAIRS = 10  # missing pairs listed per implementation and category
 MAX_VALUES = 12  # values not run listed per parameter

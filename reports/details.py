@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from reports import fmt, outputs
-from reports.items import Items, case_label
-from suite.outcomes import Verdict
+from bwd_suite.reports import fmt, outputs
+from bwd_suite.reports.items import Items, case_label
+from bwd_suite.suite.outcomes import Verdict
 
 
 @dataclass(frozen=True)

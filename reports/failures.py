@@ -11,8 +11,8 @@ from typing import Optional
 
 import pandas as pd
 
-from reports import fmt, outputs
-from reports.items import Items, case_label
+from bwd_suite.reports import fmt, outputs
+from bwd_suite.reports.items import Items, case_label
 
 
 @dataclass(frozen=True)

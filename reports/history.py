@@ -23,10 +23,10 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from reports import fmt, palette
-from reports.items import case_label
-from suite.outcomes import BAD_VERDICTS, Verdict
-from suite.regression import (Rule, _plain, detect_steps, kept_samples, latest_rows,
+from bwd_suite.reports import fmt, palette
+from bwd_suite.reports.items import case_label
+from bwd_suite.suite.outcomes import BAD_VERDICTS, Verdict
+from bwd_suite.suite.regression import (Rule, _plain, detect_steps, kept_samples, latest_rows,
                               median_of)
 
 COLUMNS = ["run_id", "run_started", "git_commit", "device_name", "op", "case_id",

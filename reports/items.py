@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from suite.outcomes import BAD_VERDICTS, Verdict
-from suite.regression import latest_rows
+from bwd_suite.suite.outcomes import BAD_VERDICTS, Verdict
+from bwd_suite.suite.regression import latest_rows
 
 ITEM_BUDGET = 4000  # listed items over all sweeps (each costs a matrix cell and rows)
 MIN_GROUP_ITEMS = 40  # ... but a sweep may always list this many

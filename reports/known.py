@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reports.items import Items, case_label
+from bwd_suite.reports.items import Items, case_label
 
 MAX_PER_GROUP = 200  # items listed per group; the count is complete
 

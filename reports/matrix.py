@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reports.items import Items, case_label, style, verdict_order
-from suite.outcomes import Determinism, Verdict
+from bwd_suite.reports.items import Items, case_label, style, verdict_order
+from bwd_suite.suite.outcomes import Determinism, Verdict
 
 UNSTABLE = (Determinism.NONDETERMINISTIC, Determinism.FAIL)  # marked in the matrix
 

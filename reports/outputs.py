@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from reports import fmt
+from bwd_suite.reports import fmt
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ from typing import Optional, Sequence
 import jinja2
 import pandas as pd
 
-from reports import (changes, details, failures, fmt, history, items, known, matrix, palette,
+from bwd_suite.reports import (changes, details, failures, fmt, history, items, known, matrix, palette,
                      roofline, speedup, summary)
-from reports import coverage
-from suite.regression import Rule, compare
+from bwd_suite.reports import coverage
+from bwd_suite.suite.regression import Rule, compare
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 DEFAULT_CAP = 100  # cases listed per (op, sweep)

@@ -11,8 +11,8 @@ from typing import Optional
 
 import pandas as pd
 
-from reports import chart, fmt, palette
-from reports.items import Items, case_label
+from bwd_suite.reports import chart, fmt, palette
+from bwd_suite.reports.items import Items, case_label
 
 NOISY_IQR = 0.10  # IQR / median above this marks a noisy timing (torch.utils.benchmark)
 FIRST_ROWS = 40  # rows shown open, largest first; the rest fold (small correctness cases)

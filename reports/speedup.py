@@ -15,10 +15,10 @@ from typing import Mapping, Optional, Union
 
 import pandas as pd
 
-from reports import fmt
-from reports.items import Items, case_label
-from suite.outcomes import Verdict
-from suite.regression import Rule, kept_samples, mann_whitney_u
+from bwd_suite.reports import fmt
+from bwd_suite.reports.items import Items, case_label
+from bwd_suite.suite.outcomes import Verdict
+from bwd_suite.suite.regression import Rule, kept_samples, mann_whitney_u
 
 
 SAME = 0.01  # speedups within 1 % of x1 are shown neutral

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from reports import fmt
-from reports.items import Items, case_label, verdict_order
-from suite.outcomes import Determinism
+from bwd_suite.reports import fmt
+from bwd_suite.reports.items import Items, case_label, verdict_order
+from bwd_suite.suite.outcomes import Determinism
 
 ENV_FIELDS = (  # (column, label)
     ("run_id", "run"), ("run_started", "started"), ("git_commit", "commit"), ("host", "host"),

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from suite.errors import SuiteInputError, run_script  # noqa: E402
+from bwd_suite.suite.errors import SuiteInputError, run_script  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 
@@ -26,7 +26,7 @@ def large_run(rows: int):
     """(current, baseline) frames of `rows` rows each."""
     import pandas as pd
 
-    from suite.results import read_results
+    from bwd_suite.suite.results import read_results
 
     src = read_results([DATA / "h200-foundation-perf.parquet",
                         DATA / "h200-foundation-gpu.parquet"])
@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.rows < 1:
         raise SuiteInputError("--rows", f"must be at least 1, got {a.rows}")
-    from reports import render
+    from bwd_suite.reports import render
 
     current, baseline = large_run(a.rows)
     with tempfile.TemporaryDirectory() as tmp:

@@ -4,12 +4,12 @@
                                [--size small] [--shrink-tries 200] [--no-ci]
 
 For each implementation of kind "mutant" in the registry (taken at run time, so new
-mutants are included), on the CPU, in this process: cases are drawn as `python -m suite
+mutants are included), on the CPU, in this process: cases are drawn as `python -m bwd_suite
 fuzz --seed S --size small` draws them and run one at a time until the first failure
 (found after: the number of drawn cases up to and including it, and the seconds since
 this mutant's start); that failure is shrunk as the fuzz command shrinks it. The
 smallest catching case of the ci profile is the smallest, by input elements, of the
-ci cases the mutant fails (one call per item, as `python -m suite mutants` runs them;
+ci cases the mutant fails (one call per item, as `python -m bwd_suite mutants` runs them;
 the cases are run from the smallest up until one fails).
 Prints a markdown table; exits 1 when a mutant was not found within the budget or its
 shrunk case is larger than the smallest ci case that catches it.
@@ -27,17 +27,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def _mutants(op, names):
-    from suite.commands.mutants import select_mutants
+    from bwd_suite.suite.commands.mutants import select_mutants
 
     return select_mutants(names or None, op)
 
 
 def fuzz_one(spec, impl, seed: int, size, budget: int, shrink_tries: int, opts) -> dict:
     """Found after (cases, seconds) and the shrunk case of one mutant."""
-    from suite.driver import Driver
-    from suite.fuzz.draw import draw_cases, fuzz_case, refusal
-    from suite.fuzz.shrink import failure_of, input_numel, shrink
-    from suite.plan import Plan
+    from bwd_suite.suite.driver import Driver
+    from bwd_suite.suite.fuzz.draw import draw_cases, fuzz_case, refusal
+    from bwd_suite.suite.fuzz.shrink import failure_of, input_numel, shrink
+    from bwd_suite.suite.plan import Plan
 
     driver = Driver(opts)
     started = time.monotonic()
@@ -70,16 +70,16 @@ def fuzz_one(spec, impl, seed: int, size, budget: int, shrink_tries: int, opts) 
 
 def ci_smallest(m, opts) -> Optional[tuple]:
     """(input elements, case id) of the smallest ci case that mutant `m` fails (one call
-    per item, as `python -m suite mutants` runs it), or None: the ci cases are run from
+    per item, as `python -m bwd_suite mutants` runs it), or None: the ci cases are run from
     the smallest up, so the first failing one is the answer."""
     import dataclasses
 
-    from suite import registry
-    from suite.cases import load_cases
-    from suite.driver import Driver
-    from suite.fuzz.shrink import input_numel
-    from suite.outcomes import Verdict
-    from suite.plan import Plan
+    from bwd_suite.suite import registry
+    from bwd_suite.suite.cases import load_cases
+    from bwd_suite.suite.driver import Driver
+    from bwd_suite.suite.fuzz.shrink import input_numel
+    from bwd_suite.suite.outcomes import Verdict
+    from bwd_suite.suite.plan import Plan
 
     spec = registry.op(m.op)
     driver = Driver(dataclasses.replace(opts, repeats=1))
@@ -96,9 +96,9 @@ def ci_smallest(m, opts) -> Optional[tuple]:
 def main(argv=None) -> int:
     import torch
 
-    from suite import registry
-    from suite.fuzz.sizes import SIZES
-    from suite.runner import RunOptions
+    from bwd_suite.suite import registry
+    from bwd_suite.suite.fuzz.sizes import SIZES
+    from bwd_suite.suite.runner import RunOptions
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--op")
@@ -111,7 +111,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     cpu = torch.device("cpu")
-    # as `python -m suite fuzz` (--repeats 2: a nondeterministic mutant is found too)
+    # as `python -m bwd_suite fuzz` (--repeats 2: a nondeterministic mutant is found too)
     opts = RunOptions(device=cpu, golden_device=cpu, repeats=2, timing=False)
     mutants = _mutants(args.op, args.mutant)
     lines = ["| mutant | first failure (cases, s) | shrunk to (input elements) | "

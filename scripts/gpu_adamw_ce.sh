@@ -19,8 +19,8 @@ if ls .whl/liger_kernel-*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH=$path
 OPS=${OPS:-adamw cross_entropy}
-for op in $OPS; do python3 -m suite prebuild --op "$op" > "/tmp/prebuild_$op.log" 2>&1 & done
-python3 -m suite calibrate > /tmp/calibrate.log 2>&1 &
+for op in $OPS; do python3 -m bwd_suite prebuild --op "$op" > "/tmp/prebuild_$op.log" 2>&1 & done
+python3 -m bwd_suite calibrate > /tmp/calibrate.log 2>&1 &
 wait; tail -qn1 /tmp/prebuild_*.log; tail -n2 /tmp/calibrate.log
 timeout "$(lim 90)" python3 -m pytest -q -p no:cacheprovider tests/adamw/test_cuda_kernel.py \
   tests/cross_entropy/test_cuda_kernel.py tests/harness/test_launches.py \
@@ -29,7 +29,7 @@ echo "gpu tests exit $? at $((SECONDS - start)) s"; tail -n3 "$OUT/pytest_gpu_te
 for op in $OPS; do
   sel=()
   if [ "$op" = adamw ] && [ -n "${CASES:-}" ]; then for c in $CASES; do sel+=(--case "$c"); done; fi
-  timeout -s INT -k 20 "$(lim ${PERF_T:-220})" python3 -m suite run --op "$op" --profile perf \
+  timeout -s INT -k 20 "$(lim ${PERF_T:-220})" python3 -m bwd_suite run --op "$op" --profile perf \
     --repeats 3 --quiet "${sel[@]}" --output "$OUT/perf_$op.parquet" > "$OUT/run_perf_$op.log" 2>&1
   echo "perf $op exit $? at $((SECONDS - start)) s"; grep -v "^frame\|^'" "$OUT/run_perf_$op.log" | tail -n16 | cut -c1-240
 done

@@ -23,17 +23,17 @@ for cu in kernels/causal_conv1d/csrc/*.cu; do
     "$cu" -o /tmp/conv1d_part.o 2>> "$OUT/ptxas.log" || echo "nvcc failed: $cu"
 done
 grep -c "spill stores" "$OUT/ptxas.log"; grep "spill" "$OUT/ptxas.log" | sort | uniq -c
-python3 -m suite prebuild --impl cuda 2>&1 | tee "$OUT/prebuild.log"
-python3 -m suite calibrate
+python3 -m bwd_suite prebuild --impl cuda 2>&1 | tee "$OUT/prebuild.log"
+python3 -m bwd_suite calibrate
 timeout $(( $(left) - ${PERF_RESERVE:-300} )) python3 -m pytest -n 6 -q -p no:cacheprovider cases --suite-impl cuda \
   > "$OUT/pytest_cuda.log" 2>&1; echo "pytest cuda exit $?"; tail -15 "$OUT/pytest_cuda.log" | cut -c1-400
-timeout $(( $(left) - ${DAO_RESERVE:-200} )) python3 -m suite run --profile perf --impl cuda,torch_ref --repeats 20 --quiet \
+timeout $(( $(left) - ${DAO_RESERVE:-200} )) python3 -m bwd_suite run --profile perf --impl cuda,torch_ref --repeats 20 --quiet \
   --output "$OUT/perf_cuda.parquet" > "$OUT/run_perf_cuda.log" 2>&1; echo "perf cuda exit $?"
 tail -8 "$OUT/run_perf_cuda.log" | cut -c1-300
 while [ -n "$dao_pid" ] && kill -0 $dao_pid 2>/dev/null && [ "$(left)" -gt 100 ]; do sleep 5; done
 [ -n "$dao_pid" ] && tail -3 "$OUT/dao_build.log"
 if python3 -c "import causal_conv1d" 2>/dev/null; then
-  timeout $(( $(left) - 5 )) python3 -m suite run --profile perf --impl cuda,dao,dao_det,torch_ref \
+  timeout $(( $(left) - 5 )) python3 -m bwd_suite run --profile perf --impl cuda,dao,dao_det,torch_ref \
     --quiet --output "$OUT/perf_all.parquet" > "$OUT/run_perf_all.log" 2>&1; echo "perf all exit $?"
   tail -10 "$OUT/run_perf_all.log" | cut -c1-300
   if [ "$(left)" -gt 60 ]; then  # Dao's conformance: its failures are findings, kept whole

@@ -24,7 +24,7 @@ fi
 export PYTHONPATH=$path
 # the extensions built side by side: about a minute instead of three
 for op in causal_conv1d layer_norm softmax adamw; do
-  python3 -m suite prebuild --op "$op" > "$work/prebuild_$op.log" 2>&1 &
+  python3 -m bwd_suite prebuild --op "$op" > "$work/prebuild_$op.log" 2>&1 &
 done
 wait
 cat "$work"/prebuild_*.log
@@ -34,7 +34,7 @@ T=${FUZZ_TIME:-$(( deadline - (SECONDS - start) - 150 ))}
 for pair in $IMPLS; do
   IFS=: read -r op impl seed <<< "$pair"; seed=${seed:-${SEED:-1}}
   name="${op}_${impl}_s${seed}"
-  ( timeout $(( deadline - (SECONDS - start) - 20 )) python3 -m suite fuzz --op "$op" \
+  ( timeout $(( deadline - (SECONDS - start) - 20 )) python3 -m bwd_suite fuzz --op "$op" \
       --impl "$impl" --size "${SIZE:-gpu}" --time "$T" --seed "$seed" --quiet ${FUZZ_ARGS:-} \
       --output "$work/fuzz_$name.parquet" > "$work/fuzz_$name.toml" 2> "$work/fuzz_$name.log"
     echo "fuzz $op $impl: exit $? after $(( SECONDS - start )) s" >> "$work/fuzz_$name.log" ) &

@@ -15,13 +15,13 @@ if ls .whl/liger_kernel-*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/liger_kernel-*.whl \
     && export PYTHONPATH=".:/tmp/site"
 fi
-python3 -m suite prebuild 2>&1 | tee "$OUT/prebuild.log"   # our CUDA kernels, before any timing
-python3 -m suite calibrate
-python3 -m suite list | grep -E "liger|torch_ref" | cut -c1-160
+python3 -m bwd_suite prebuild 2>&1 | tee "$OUT/prebuild.log"   # our CUDA kernels, before any timing
+python3 -m bwd_suite calibrate
+python3 -m bwd_suite list | grep -E "liger|torch_ref" | cut -c1-160
 pids=()
 if [ -n "${SANITIZE:-}" ]; then  # out-of-bounds, shared-memory races, barrier misuse
   for op in ${OPS:-layer_norm softmax}; do for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
-    (timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 python3 -m suite run \
+    (timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 python3 -m bwd_suite run \
        --profile smoke --op "$op" --impl "${SANITIZE_IMPLS:-cuda}" --no-timing --repeats 1 \
        --quiet --out "/tmp/san_${op}_$tool" > "$OUT/sanitize_${op}_$tool.log" 2>&1
      echo "sanitizer $tool $op exit $? $(grep -h 'ERROR SUMMARY' "$OUT/sanitize_${op}_$tool.log")") &
@@ -40,7 +40,7 @@ for op in ${OPS:-layer_norm softmax}; do
 done
 [ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
 for op in ${OPS:-layer_norm softmax}; do
-  timeout "${RUN_TIMEOUT:-200}" python3 -m suite run --profile perf --op "$op" --quiet ${IMPLS:+--impl "$IMPLS"} \
+  timeout "${RUN_TIMEOUT:-200}" python3 -m bwd_suite run --profile perf --op "$op" --quiet ${IMPLS:+--impl "$IMPLS"} \
     ${L2_FLUSH:+--l2-flush "$L2_FLUSH"} ${WARMUP_MS:+--warmup-ms "$WARMUP_MS"} --repeats "${REPEATS:-20}" --output "$OUT/perf_$op.parquet" \
     > "$OUT/run_perf_$op.log" 2>&1
   echo "perf $op exit $?"; tail -12 "$OUT/run_perf_$op.log" | cut -c1-300

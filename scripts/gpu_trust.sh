@@ -17,13 +17,13 @@ main() {
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader
 pids=()
 for op in adamw cross_entropy; do
-  python3 -m suite prebuild --op "$op" > "$work/prebuild_$op.log" 2>&1 &
+  python3 -m bwd_suite prebuild --op "$op" > "$work/prebuild_$op.log" 2>&1 &
   pids+=($!)
 done
 wait "${pids[@]}"
 tail -n 2 "$work"/prebuild_*.log
 if [ "${CHECKS:-1}" = 1 ]; then
-  python3 -m suite run --profile gpu --cases cases/cross_entropy/findings.toml \
+  python3 -m bwd_suite run --profile gpu --cases cases/cross_entropy/findings.toml \
     --impl cuda,torch_ref --no-timing --quiet --output "$work/findings.parquet" \
     > "$work/findings.txt" 2>&1
   echo "cross-entropy findings: exit $? after $(( SECONDS - start )) s"
@@ -32,12 +32,12 @@ if [ "${CHECKS:-1}" = 1 ]; then
     tests/cross_entropy/test_in_place.py > "$work/pytest_ce.txt" 2>&1
   echo "cross-entropy GPU tests: exit $? after $(( SECONDS - start )) s"
   tail -n 3 "$work/pytest_ce.txt"
-  [ "${GPT2:-1}" = 1 ] && timeout 240 python3 -m suite run --profile perf --op adamw --case gpt2_large-fp32-plain \
+  [ "${GPT2:-1}" = 1 ] && timeout 240 python3 -m bwd_suite run --profile perf --op adamw --case gpt2_large-fp32-plain \
     --impl cuda --no-timing --output "$work/gpt2.parquet" > "$work/gpt2.txt" 2>&1
   echo "GPT-2 large fp32: exit $? after $(( SECONDS - start )) s"
   grep -E "^adamw|not enough|OutOfMemory" "$work/gpt2.txt" | cut -c1-400 | head -n 6
   if [ "${PROFILE:-0}" = 1 ]; then
-    timeout 240 python3 -m suite run --profile gpu --op cross_entropy --impl cuda --no-timing \
+    timeout 240 python3 -m bwd_suite run --profile gpu --op cross_entropy --impl cuda --no-timing \
       --quiet --output "$work/ce_gpu.parquet" > "$work/ce_gpu.txt" 2>&1
     echo "cross-entropy gpu profile (cuda): exit $? after $(( SECONDS - start )) s"
     grep -E "^cross_entropy|FAIL|ERROR" "$work/ce_gpu.txt" | cut -c1-300 | head -n 8
@@ -49,7 +49,7 @@ pids=()
 for pair in adamw:cuda cross_entropy:cuda; do
   IFS=: read -r op impl <<< "$pair"
   name="${op}_${impl}_s${SEED:-7}"
-  ( python3 -m suite fuzz --op "$op" --impl "$impl" --size gpu --time "$T" \
+  ( python3 -m bwd_suite fuzz --op "$op" --impl "$impl" --size gpu --time "$T" \
       --seed "${SEED:-7}" --quiet --output "$work/fuzz_$name.parquet" \
       > "$work/fuzz_$name.toml" 2> "$work/fuzz_$name.log"
     echo "fuzz $op $impl: exit $? after $(( SECONDS - start )) s" >> "$work/fuzz_$name.log" ) &

@@ -13,7 +13,7 @@
 set -uo pipefail
 export PYTHONPATH="${PYTHONPATH:-.}" PYTHONUNBUFFERED=1 BWD_SUITE_CACHE="${BWD_SUITE_CACHE:-$OUT/cache}"
 logs="${LOGS:-$OUT}"; mkdir -p "$logs"
-python3 -m suite calibrate
+python3 -m bwd_suite calibrate
 for spec in "$@"; do
   op=${spec%%=*}; rest=${spec#*=}; file=${rest%%@*}
   case_args=(); [[ $rest == *@* ]] && case_args=("--case=${rest#*@}")  # = : a case may start with -

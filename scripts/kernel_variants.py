@@ -48,8 +48,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from suite.cli import add_gpu_timing_options, at_least  # noqa: E402
-from suite.errors import SuiteInputError, did_you_mean, run_script  # noqa: E402
+from bwd_suite.suite.cli import add_gpu_timing_options, at_least  # noqa: E402
+from bwd_suite.suite.errors import SuiteInputError, did_you_mean, run_script  # noqa: E402
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 
@@ -189,15 +189,15 @@ def main(argv=None) -> int:
 
     import torch
 
-    from kernels.cuda_build import load_extension
-    from suite import registry, results, roofline, summary
-    from suite.cases import load_cases
-    from suite.driver import Driver, Each, Rows, Tee
-    from suite.plan import Plan
-    from suite.runner import RunOptions
+    from bwd_suite.kernels.cuda_build import load_extension
+    from bwd_suite.suite import registry, results, roofline, summary
+    from bwd_suite.suite.cases import load_cases
+    from bwd_suite.suite.driver import Driver, Each, Rows, Tee
+    from bwd_suite.suite.plan import Plan
+    from bwd_suite.suite.runner import RunOptions
 
     spec = registry.op(a.op, where="--op")
-    module = importlib.import_module(f"kernels.{a.op}.cuda")
+    module = importlib.import_module(f"bwd_suite.kernels.{a.op}.cuda")
     known = {i.name: i for i in registry.implementations(a.op)}
     base = known["cuda"]
     peers = [n.strip() for n in a.peers.split(",") if n.strip()]

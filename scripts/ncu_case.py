@@ -4,7 +4,7 @@ launch (Nsight Compute on the GPU machine):
     ncu --clock-control none -k regex:piped --launch-skip 2 --launch-count 1 \\
         python3 scripts/ncu_case.py --op layer_norm --impl cuda --case M16384-N4096-bf16
 
---case takes any part of a case id (the first match in cases/ wins; `python -m suite list
+--case takes any part of a case id (the first match in cases/ wins; `python -m bwd_suite list
 --op OP --ids` shows ids); the inputs are the case's own (seeded, its dtype and layout), the
 outputs allocated once outside the launches, as the suite times them. No golden is
 computed and nothing is checked: correctness is the suite's job.
@@ -33,11 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from suite import registry  # noqa: E402
-from suite.cases import load_cases  # noqa: E402
-from suite.errors import SuiteInputError, run_script  # noqa: E402
-from suite.runner import timed_call  # noqa: E402
-from suite.timing import time_call  # noqa: E402
+from bwd_suite.suite import registry  # noqa: E402
+from bwd_suite.suite.cases import load_cases  # noqa: E402
+from bwd_suite.suite.errors import SuiteInputError, run_script  # noqa: E402
+from bwd_suite.suite.runner import timed_call  # noqa: E402
+from bwd_suite.suite.timing import time_call  # noqa: E402
 
 MARK = "ncu_case:call"  # the profiler range around each call (--timeline)
 GPU_WORK = ("kernel", "gpu_memset", "gpu_memcpy")  # trace categories of device work

@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from suite.errors import SuiteInputError, run_script  # noqa: E402
+from bwd_suite.suite.errors import SuiteInputError, run_script  # noqa: E402
 
 # an anonymous namespace's mangled name (<length>_GLOBAL__N_...) carries a hash of the
 # file's path and a unique id of the translation unit: dropped, so that a kernel compiled
@@ -182,7 +182,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if shutil.which("nvcc") is None:
         raise SuiteInputError("nvcc", "not found on PATH")
-    from kernels.cuda_build import NVCC_FLAGS
+    from bwd_suite.kernels.cuda_build import NVCC_FLAGS
     flags = [f for f in NVCC_FLAGS if f != "-lineinfo"]  # line tables are not machine code
     sources = [_source(s) for s in a.sources]
     with tempfile.TemporaryDirectory() as tmp:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from suite.errors import SuiteInputError, run_script  # noqa: E402
+from bwd_suite.suite.errors import SuiteInputError, run_script  # noqa: E402
 
 _PREDICATE = re.compile(r"^@!?U?P\w+\s+")
 

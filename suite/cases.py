@@ -38,9 +38,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Iterable, Mapping, Optional
 
-from suite import covering, registry
-from suite.errors import SuiteInputError, did_you_mean
-from suite.params import INT64_MAX
+from bwd_suite.suite import covering, registry
+from bwd_suite.suite.errors import SuiteInputError, did_you_mean
+from bwd_suite.suite.params import INT64_MAX
 
 PROFILES = ("smoke", "ci", "gpu", "perf", "nightly")
 # A profile also runs the cases tagged with the profiles it includes.

@@ -1,4 +1,4 @@
-"""Command line: `python -m suite <command>` (also installed as `bwd-suite`).
+"""Command line: `python -m bwd_suite <command>` (also installed as `bwd-suite`).
 
 Every command is a module under suite/commands/ with HELP (one line), `add_arguments`
 and `main(args) -> int`. Bad input (a case file, an op, profile or implementation name, an
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from suite.errors import EXIT_BAD_INPUT, SuiteInputError
+from bwd_suite.suite.errors import EXIT_BAD_INPUT, SuiteInputError
 
 # suite.timing.L2_FLUSH_MODES and DEFAULT_WARMUP_S, repeated so that building the parser
 # does not import torch (tests/harness/test_timing.py checks that they agree)
@@ -103,11 +103,11 @@ def at_least(args, name: str, low: float, above: bool = False) -> None:
 
 def command_modules() -> dict:
     """Modules under suite/commands/, by command name, in --help order."""
-    from suite import commands
+    from bwd_suite.suite import commands
 
     names = [i.name for i in pkgutil.iter_modules(commands.__path__)]
     ordered = [n for n in FIRST if n in names] + sorted(n for n in names if n not in FIRST)
-    return {n: importlib.import_module(f"suite.commands.{n}") for n in ordered}
+    return {n: importlib.import_module(f"bwd_suite.suite.commands.{n}") for n in ordered}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -180,7 +180,7 @@ class OpInfo:
 def registry_info() -> dict:
     """op -> OpInfo from suite.registry; {} when the registry does not import (no torch)."""
     try:
-        from suite import registry
+        from bwd_suite.suite import registry
 
         ops = registry.ops()
         impls = registry.implementations()
@@ -304,7 +304,7 @@ class Coverage:
 def _latest(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (op, case_id, impl), the latest run's, where several runs hold one."""
     if {"case_id", "run_started"} <= set(df.columns):
-        from suite.regression import latest_rows
+        from bwd_suite.suite.regression import latest_rows
 
         return latest_rows(df)
     return df.reset_index(drop=True)

@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Se
 
 import torch
 
-from suite.outcomes import Verdict
+from bwd_suite.suite.outcomes import Verdict
 
 if TYPE_CHECKING:
-    from suite.rows import ResultRow
+    from bwd_suite.suite.rows import ResultRow
 
 # A region holds the errors when it contains at least this share of the wrong elements;
 # not 1.0, so that a few elements just beyond tolerance elsewhere do not hide a pattern.
@@ -1070,7 +1070,7 @@ def score_causes(spec: DiagnosisSpec, features: Sequence[Mapping], failed: Seque
 
 
 def _default_spec_for(op_name: str) -> Optional[DiagnosisSpec]:
-    from suite import registry
+    from bwd_suite.suite import registry
 
     ops = registry.ops()
     return ops[op_name].diagnosis if op_name in ops else None

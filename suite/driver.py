@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Optional, Protocol
 
-from suite.plan import Plan
-from suite.roofline import Ceilings
-from suite.rows import ResultRow, RunInfo
-from suite.runner import ContextCache, RunOptions, run_case
+from bwd_suite.suite.plan import Plan
+from bwd_suite.suite.roofline import Ceilings
+from bwd_suite.suite.rows import ResultRow, RunInfo
+from bwd_suite.suite.runner import ContextCache, RunOptions, run_case
 
 
 class Sink(Protocol):
@@ -88,7 +88,7 @@ class Driver:
 
     def run(self, plan: Plan, sink: Sink) -> None:
         if self.pool is not None and self.pool.workers > 0:
-            from suite.workers import Pool
+            from bwd_suite.suite.workers import Pool
 
             _check_resolvable(plan)
             if self._workers is None:
@@ -109,7 +109,7 @@ class Driver:
 
 def _check_resolvable(plan: Plan) -> None:
     """Worker processes find implementations again by name: refuse ones they cannot."""
-    from suite import registry
+    from bwd_suite.suite import registry
 
     for entry in plan:
         for impl in entry.impls:

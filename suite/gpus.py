@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from suite.errors import SuiteInputError
+from bwd_suite.suite.errors import SuiteInputError
 
 
 def visible_count() -> int:

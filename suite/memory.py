@@ -19,7 +19,7 @@ from typing import Mapping, Optional
 
 import torch
 
-from suite.opspec import CaseInputs, OpSpec, tensor_list
+from bwd_suite.suite.opspec import CaseInputs, OpSpec, tensor_list
 
 GB = 1e9
 _oom_seen = False

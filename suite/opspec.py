@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import torch
 
-from suite.params import ParamSet
+from bwd_suite.suite.params import ParamSet
 
 
 class TolClass(enum.Enum):

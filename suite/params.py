@@ -4,7 +4,7 @@ Each op declares its parameters once (name, type, default, allowed values, and h
 value shows in a case id). The loader validates every case-file value against them, so a
 typo or a wrong type is refused with the file and key named before anything runs.
 
-A parameter may also declare its domain, the values `python -m suite fuzz` draws from
+A parameter may also declare its domain, the values `python -m bwd_suite fuzz` draws from
 (suite/fuzz/): `IntRange` for an int (optionally a size axis, and capped per size
 profile), `FloatRange` for a float (a range and its special values), `IntList` for an
 int_list. A str parameter's domain is its choices, a bool's both values; a parameter

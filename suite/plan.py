@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Optional, Sequence
 
-from suite.cases import Case
-from suite.opspec import OpSpec
-from suite.registry import Implementation
+from bwd_suite.suite.cases import Case
+from bwd_suite.suite.opspec import OpSpec
+from bwd_suite.suite.registry import Implementation
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class Plan:
            specs: Optional[dict] = None) -> "Plan":
         """Each case with the implementations `impls_for_op` gives for its op; cases of an
         op without implementations are left out. Cases keep their order."""
-        from suite import registry
+        from bwd_suite.suite import registry
 
         specs = specs if specs is not None else registry.ops()
         impls: dict[str, tuple] = {}

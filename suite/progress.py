@@ -20,9 +20,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from suite.outcomes import Verdict
-from suite.rows import ResultRow
-from suite.text import terminal
+from bwd_suite.suite.outcomes import Verdict
+from bwd_suite.suite.rows import ResultRow
+from bwd_suite.suite.text import terminal
 
 WIDTH = 150
 REASON_CHARS = 300  # of a failure's reason on its line
@@ -136,5 +136,5 @@ def not_here_line(not_here: Mapping[str, NotHere], limit: int = NOT_HERE_CHARS) 
         if len(fit) < len(names):
             break
     rest = n - shown
-    more = f"; and {rest} more (`python -m suite list` says why)" if rest else ""
+    more = f"; and {rest} more (`python -m bwd_suite list` says why)" if rest else ""
     return head + "; ".join(parts) + more

@@ -16,8 +16,8 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
-from suite.errors import SuiteInputError, did_you_mean
-from suite.opspec import OpSpec
+from bwd_suite.suite.errors import SuiteInputError, did_you_mean
+from bwd_suite.suite.opspec import OpSpec
 
 DEVICE_TYPES = ("cpu", "cuda")  # prefixes of device-specific known-failure patterns
 KINDS = ("reference", "native", "ours", "vendor", "mutant", "external")
@@ -25,7 +25,7 @@ KINDS = ("reference", "native", "ours", "vendor", "mutant", "external")
 _OPS: dict[str, OpSpec] = {}
 _IMPLS: dict[tuple[str, str], "Implementation"] = {}
 _discovered = False
-_PACKAGES = ("ops", "kernels")  # imported by discover()
+_PACKAGES = ("bwd_suite.ops", "bwd_suite.kernels")  # imported by discover()
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Implementation:
     disabled_reason: str = ""
     version: str = ""
     doc: str = ""
-    # compiles what the implementation needs ahead of the run (`python -m suite prebuild`)
+    # compiles what the implementation needs ahead of the run (`python -m bwd_suite prebuild`)
     build: Optional[Callable[[], object]] = None
     # case-id substring -> why this implementation is known to fail those cases (a vendor's
     # measured accuracy limit, say). pytest marks them xfail(strict): the suite still
@@ -325,4 +325,5 @@ def resolvable(impl: Implementation) -> bool:
     if impl.origin:
         return True
     module = getattr(impl.fn, "__module__", None) or ""
-    return _IMPLS.get((impl.op, impl.name)) is impl and module.split(".")[0] in _PACKAGES
+    return _IMPLS.get((impl.op, impl.name)) is impl \
+        and any(module == p or module.startswith(p + ".") for p in _PACKAGES)

@@ -30,7 +30,7 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from suite.outcomes import BAD_VERDICTS, Verdict
+from bwd_suite.suite.outcomes import BAD_VERDICTS, Verdict
 
 KEY = ["op", "case_id", "impl"]
 # exact null distribution of U up to this n1*n2 (cached per size pair), else normal

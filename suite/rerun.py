@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from suite.errors import SuiteInputError
-from suite.plan import CasePlan, Plan
+from bwd_suite.suite.errors import SuiteInputError
+from bwd_suite.suite.plan import CasePlan, Plan
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Failed:
 def failed_rows(paths) -> list[Failed]:
     """The items that counted against the runs, in the runs' order; the latest row of an
     item decides."""
-    from suite.results import read_rows, result_files
+    from bwd_suite.suite.results import read_rows, result_files
 
     latest = {}
     for f in result_files(paths):
@@ -45,8 +45,8 @@ def given_implementations(args, failed: list) -> dict:
     """(op, name) -> Implementation of every external one that --impl names (imported: the
     command line asked for it). `module:object` without an op is bound to the ops of the
     failing rows that name it; else it is a decorated object (of its own op) or of --op."""
-    from suite import registry
-    from suite.selection import impl_names
+    from bwd_suite.suite import registry
+    from bwd_suite.suite.selection import impl_names
 
     given = {}
     for spec in impl_names(getattr(args, "impl", None)) or ():
@@ -66,8 +66,8 @@ def given_implementations(args, failed: list) -> dict:
 def resolve_failed(item: Failed, given: dict):
     """The implementation a failing row names: a registered one of its op, or one that
     --impl gave; anything else is refused, naming the file and how to allow it."""
-    from suite import registry
-    from suite.text import terminal
+    from bwd_suite.suite import registry
+    from bwd_suite.suite.text import terminal
 
     registered = {i.name: i for i in registry.implementations(item.op)}
     impl = registered.get(item.impl) or given.get((item.op, item.impl))
@@ -84,9 +84,9 @@ def resolve_failed(item: Failed, given: dict):
 def rerun_selection(args):
     """The Selection of --rerun-failed: the failing items' cases (whatever profile held
     them) with the implementations that failed them."""
-    from suite import cases as cases_mod
-    from suite import registry
-    from suite.selection import Selection, parse_device
+    from bwd_suite.suite import cases as cases_mod
+    from bwd_suite.suite import registry
+    from bwd_suite.suite.selection import Selection, parse_device
 
     failed = failed_rows(args.rerun_failed)
     if not failed:

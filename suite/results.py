@@ -34,10 +34,10 @@ from typing import Iterable, Optional
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from suite import rows
-from suite.errors import SuiteInputError
-from suite.outcomes import Determinism, FailureKind, Verdict
-from suite.rows import ResultRow, RunInfo
+from bwd_suite.suite import rows
+from bwd_suite.suite.errors import SuiteInputError
+from bwd_suite.suite.outcomes import Determinism, FailureKind, Verdict
+from bwd_suite.suite.rows import ResultRow, RunInfo
 
 # The schema is derived from the typed row (suite/rows.py), the one place a column is
 # declared; docs/results-schema.md documents it (a test compares them).

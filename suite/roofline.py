@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from suite.timing import time_call
+from bwd_suite.suite.timing import time_call
 
 # How the calibration copy is timed: after a clean L2 flush (suite/timing.py), so that it
 # writes back only its own data. Entries measured otherwise (before the flush had kinds, the

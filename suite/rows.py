@@ -18,7 +18,7 @@ from typing import Any, Mapping, Optional
 
 import pyarrow as pa
 
-from suite.outcomes import Determinism, FailureKind, Verdict
+from bwd_suite.suite.outcomes import Determinism, FailureKind, Verdict
 
 SCHEMA_VERSION = 9
 VERSION_KEY = b"bwd_suite_schema_version"
@@ -43,6 +43,18 @@ TERM_STRUCT = pa.struct([
 ])
 
 _ENUMS = {"verdict": Verdict, "failure_kind": FailureKind, "determinism": Determinism}
+# a row's reason at most: every row of a run, the summary and the report repeat it
+MAX_REASON_CHARS = 8000
+
+
+def clip(text: str, limit: int = MAX_REASON_CHARS) -> str:
+    """`text`, or its head and tail with how much was cut between them."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    tail = limit // 4
+    cut = len(text) - (limit - tail)
+    return f"{text[:limit - tail]} [... {cut} characters cut ...] {text[-tail:]}"
 
 
 def _col(arrow: pa.DataType, default: Any = None) -> Any:
@@ -164,8 +176,10 @@ class ResultRow:
     def finish(self, verdict: Verdict, reason: str = "",
                failure_kind: Optional[FailureKind] = None, duration_s: Optional[float] = None
                ) -> "ResultRow":
-        """Set the outcome (and the item's wall time, when given); returns the row."""
-        self.verdict, self.reason, self.failure_kind = verdict, reason, failure_kind
+        """Set the outcome (and the item's wall time, when given); returns the row. A reason
+        longer than MAX_REASON_CHARS (an exception carrying megabytes) keeps its head and
+        tail."""
+        self.verdict, self.reason, self.failure_kind = verdict, clip(reason), failure_kind
         if duration_s is not None:
             self.duration_s = duration_s
         return self

@@ -23,19 +23,19 @@ from typing import Callable, Iterator, Mapping, Optional, Sequence
 
 import torch
 
-from suite import cuda_fault, memory, registry, tolerances
-from suite.cases import Case
-from suite.diagnosis import diagnose_item
-from suite.inputs import DTYPES, generator, perturbed, poison_
-from suite.opspec import CaseInputs, OpSpec, call_once, map_tensors, tensor_list
-from suite.outcomes import Determinism, FailureKind, Verdict
-from suite.registry import Implementation
-from suite.results import params_json
-from suite.roofline import Ceilings, roofline, same_bytes_copy_s
-from suite.rows import ResultRow, RunInfo
-from suite.launches import count_launches
-from suite.timing import DEFAULT_WARMUP_S, time_call, wall_time
-from suite.verdicts import (OutputCheck, check_output, classify_determinism, flat,
+from bwd_suite.suite import cuda_fault, memory, registry, tolerances
+from bwd_suite.suite.cases import Case
+from bwd_suite.suite.diagnosis import diagnose_item
+from bwd_suite.suite.inputs import DTYPES, generator, perturbed, poison_
+from bwd_suite.suite.opspec import CaseInputs, OpSpec, call_once, map_tensors, tensor_list
+from bwd_suite.suite.outcomes import Determinism, FailureKind, Verdict
+from bwd_suite.suite.registry import Implementation
+from bwd_suite.suite.results import params_json
+from bwd_suite.suite.roofline import Ceilings, roofline, same_bytes_copy_s
+from bwd_suite.suite.rows import ResultRow, RunInfo
+from bwd_suite.suite.launches import count_launches
+from bwd_suite.suite.timing import DEFAULT_WARMUP_S, time_call, wall_time
+from bwd_suite.suite.verdicts import (OutputCheck, check_output, classify_determinism, flat,
                             golden_scale, modified_inputs, normalized_error, snapshot)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from suite.errors import SuiteInputError
-from suite.plan import Plan
+from bwd_suite.suite.errors import SuiteInputError
+from bwd_suite.suite.plan import Plan
 
 
 def default_device() -> str:
@@ -53,7 +53,7 @@ class Selection:
 
 def max_sweep(args):
     """The loader's sweep-size limit: none with --allow-large."""
-    from suite.cases import MAX_SWEEP
+    from bwd_suite.suite.cases import MAX_SWEEP
 
     return None if getattr(args, "allow_large", False) else MAX_SWEEP
 
@@ -74,7 +74,7 @@ def implementations_by_op(names: Optional[list], include_mutants=False,
                           default_op: Optional[str] = None) -> dict:
     """op -> the implementations of --impl for it, every name checked once, whichever
     ops the cases hold."""
-    from suite import registry
+    from bwd_suite.suite import registry
 
     return {o: registry.select_implementations(o, names, include_mutants, default_op)
             for o in registry.ops()}
@@ -89,8 +89,8 @@ def bound_ops(impls_by_op: dict) -> set:
 def select(args) -> Selection:
     """The plan of `args` (--device, --profile, --op, --cases, --case, --impl,
     --include-mutants, --allow-large)."""
-    from suite import cases as cases_mod
-    from suite import registry
+    from bwd_suite.suite import cases as cases_mod
+    from bwd_suite.suite import registry
 
     dev = parse_device(args.device)
     profile = args.profile or default_profile(dev)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, TypeVar
 
-from suite.errors import SuiteInputError
+from bwd_suite.suite.errors import SuiteInputError
 
 T = TypeVar("T")
 
@@ -57,7 +57,7 @@ def case_key(case) -> tuple:
 def split_plan(plan, shard: Shard, flag: str = "--shard"):
     """The plan's entries (cases with their implementations) of `shard`; a shard left
     without any case is bad input."""
-    from suite.plan import Plan
+    from bwd_suite.suite.plan import Plan
 
     entries = take(plan.entries, lambda e: case_key(e.case), shard)
     if not entries:

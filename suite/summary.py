@@ -15,9 +15,9 @@ import math
 from collections import defaultdict
 from typing import Iterable
 
-from suite.outcomes import Determinism, FailureKind, Verdict
-from suite.rows import ResultRow
-from suite.text import terminal
+from bwd_suite.suite.outcomes import Determinism, FailureKind, Verdict
+from bwd_suite.suite.rows import ResultRow
+from bwd_suite.suite.text import terminal
 
 VERDICTS = tuple(Verdict)
 MAX_FAILURES_SHOWN = 20
@@ -64,7 +64,7 @@ def _nondet(rows: list) -> int:
 
 def _run_diagnoses(rows: list) -> list:
     """One line per failing implementation: its likely cause across all its items."""
-    from suite.diagnosis import diagnose_run
+    from bwd_suite.suite.diagnosis import diagnose_run
 
     found = [d for d in diagnose_run(rows) if d.n_failed]
     if not found:
@@ -129,7 +129,7 @@ def render(rows: Iterable[ResultRow]) -> str:
                      + f" {_fmt(same, '10.3g')}")
     if idle:
         names = ", ".join(f"{terminal(op)}/{terminal(impl)}" for op, impl in sorted(idle))
-        lines.append(f"not run here (every item unsupported; `python -m suite list` says "
+        lines.append(f"not run here (every item unsupported; `python -m bwd_suite list` says "
                      f"why): {names}")
     bad = [r for r in rows if r.verdict.bad and not r.expected]
     if bad:

@@ -46,7 +46,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from suite.host_load import HostLoadMeter
+from bwd_suite.suite.host_load import HostLoadMeter
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 L2_FLUSH_MODES = ("clean", "dirty", "none")

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import torch
 
-from suite.opspec import TolClass
+from bwd_suite.suite.opspec import TolClass
 
 
 @dataclass(frozen=True)

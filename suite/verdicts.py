@@ -13,10 +13,10 @@ from typing import Mapping, Optional, Sequence
 
 import torch
 
-from suite import tolerances
-from suite.inputs import is_poison
-from suite.opspec import OutputSpec
-from suite.outcomes import Determinism, FailureKind, Verdict  # noqa: F401 - re-exported
+from bwd_suite.suite import tolerances
+from bwd_suite.suite.inputs import is_poison
+from bwd_suite.suite.opspec import OutputSpec
+from bwd_suite.suite.outcomes import Determinism, FailureKind, Verdict  # noqa: F401 - re-exported
 
 
 @dataclass(frozen=True)

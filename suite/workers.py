@@ -45,10 +45,10 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Optional
 
-from suite import frames
-from suite.outcomes import FailureKind, Verdict
-from suite.plan import CasePlan, Plan
-from suite.rows import ResultRow, RunInfo
+from bwd_suite.suite import frames
+from bwd_suite.suite.outcomes import FailureKind, Verdict
+from bwd_suite.suite.plan import CasePlan, Plan
+from bwd_suite.suite.rows import ResultRow, RunInfo
 
 # A worker exits with these after an item that lost its CUDA context or ran out of memory:
 # the parent restarts it (nobody's fault) and the case's other items go on
@@ -148,9 +148,9 @@ def _worker_main(tasks, messages, setup: WorkerSetup) -> None:
 
     import torch
 
-    from suite import cuda_fault, memory, registry, results
-    from suite.driver import Driver
-    from suite.errors import SuiteInputError
+    from bwd_suite.suite import cuda_fault, memory, registry, results
+    from bwd_suite.suite.driver import Driver
+    from bwd_suite.suite.errors import SuiteInputError
 
     if setup.threads:
         torch.set_num_threads(setup.threads)
@@ -197,7 +197,7 @@ def _case_fields(case) -> dict:
 def _case(fields: dict):
     from types import MappingProxyType
 
-    from suite.cases import Case
+    from bwd_suite.suite.cases import Case
 
     return Case(**{**fields, "params": MappingProxyType(fields["params"])})
 
@@ -289,7 +289,7 @@ class Pool:
         if label.startswith("cuda"):
             import torch
 
-            from suite.gpus import physical_id
+            from bwd_suite.suite.gpus import physical_id
 
             # the worker's one visible GPU is the parent's `index`-th
             index = int(label.partition(":")[2] or "0")
@@ -370,7 +370,7 @@ class Pool:
 
     def _row_of(self, record, w: _Worker) -> ResultRow:
         """A worker's row, checked: a record of the schema, of the item asked for."""
-        from suite.results import SCHEMA
+        from bwd_suite.suite.results import SCHEMA
 
         if not isinstance(record, dict) or set(record) - set(SCHEMA.names):
             raise frames.CorruptStream("a row that is not a record of the results schema")
@@ -390,7 +390,7 @@ class Pool:
     def _new_row(self, entry: CasePlan, index: int, device_label: str, verdict: Verdict,
                  kind: FailureKind, why: str, duration_s: float = 0.0) -> ResultRow:
         """A row the parent writes itself (the worker could not)."""
-        from suite.runner import _row
+        from bwd_suite.suite.runner import _row
 
         row = _row(self.run_info, entry.case, entry.impls[index], entry.spec,
                    "cuda" if device_label.startswith("cuda") else "cpu")

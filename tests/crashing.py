@@ -8,7 +8,7 @@ import os
 import signal
 import time
 
-from kernels.causal_conv1d.tiled import backward_tiled as torch_ref  # fp32: correct
+from bwd_suite.kernels.causal_conv1d.tiled import backward_tiled as torch_ref  # fp32: correct
 
 
 def _doomed(kw) -> bool:

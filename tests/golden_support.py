@@ -33,8 +33,8 @@ def smoke_case_params(op: str) -> list:
     """One pytest param per smoke case of `op`, with the case id as the test id. A case
     file that fails to load becomes one param holding the error (the test raises it), so
     the rest of the module stays collectable; no cases at all is a skip with the reason."""
-    from suite.cases import load_cases
-    from suite.errors import SuiteInputError
+    from bwd_suite.suite.cases import load_cases
+    from bwd_suite.suite.errors import SuiteInputError
 
     try:
         found = load_cases(op=op, profile="smoke")

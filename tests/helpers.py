@@ -3,11 +3,11 @@ used by the CLI tests: one that raises, one that is interrupted mid-run, two tha
 known failures, one that simulates a sticky CUDA fault, one that is plainly wrong, and
 one decorated for layer_norm (for the tests that bind an implementation to its op)."""
 
-from kernels.causal_conv1d.tiled import backward_tiled
-from kernels.causal_conv1d.torch_ref import torch_ref
-from kernels.layer_norm.torch_ref import torch_ref as layer_norm_torch_ref
-from suite import cuda_fault
-from suite.registry import implementation
+from bwd_suite.kernels.causal_conv1d.tiled import backward_tiled
+from bwd_suite.kernels.causal_conv1d.torch_ref import torch_ref
+from bwd_suite.kernels.layer_norm.torch_ref import torch_ref as layer_norm_torch_ref
+from bwd_suite.suite import cuda_fault
+from bwd_suite.suite.registry import implementation
 
 _calls = {"n": 0}
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch.optim.adam import adam
 
-from suite.registry import implementation
+from bwd_suite.suite.registry import implementation
 
 
 def _unscaled(grads: list, loss_scale: float, found: torch.Tensor, scaler: bool) -> list:

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from suite.registry import implementation
+from bwd_suite.suite.registry import implementation
 
 
 def _keep(seq_idx: Optional[torch.Tensor], causal: bool, T: int, device) -> torch.Tensor:

@@ -14,8 +14,8 @@ import os
 
 import torch
 
-from kernels.vendor import not_importable
-from suite.registry import implementation
+from bwd_suite.kernels.vendor import not_importable
+from bwd_suite.suite.registry import implementation
 
 try:
     import causal_conv1d as _pkg

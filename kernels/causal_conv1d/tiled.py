@@ -19,7 +19,7 @@ from typing import FrozenSet
 
 import torch
 
-from suite.registry import implementation
+from bwd_suite.suite.registry import implementation
 
 TILE = 64
 

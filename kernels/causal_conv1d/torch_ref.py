@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from suite.registry import implementation
+from bwd_suite.suite.registry import implementation
 
 
 def _forward(x, weight, bias, seq_idx, init, activation):

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernels.cuda_build import cuda_only, load_extension
-from suite.registry import implementation
+from bwd_suite.kernels.cuda_build import cuda_only, load_extension
+from bwd_suite.suite.registry import implementation
 
 CSRC = Path(__file__).resolve().parent / "csrc"
 SOURCES = [CSRC / "cross_entropy_binding.cpp", CSRC / "cross_entropy.cu",

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import torch
 
-from kernels.vendor import LIGER_HOW, not_importable, package_version
-from ops.cross_entropy import aligned
-from suite.registry import implementation
+from bwd_suite.kernels.vendor import LIGER_HOW, not_importable, package_version
+from bwd_suite.ops.cross_entropy import aligned
+from bwd_suite.suite.registry import implementation
 
 try:
     from liger_kernel.ops import cross_entropy as _lce

@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ops.cross_entropy import aligned, empty_mean
-from suite.registry import implementation
+from bwd_suite.ops.cross_entropy import aligned, empty_mean
+from bwd_suite.suite.registry import implementation
 
 # PyTorch's mean over zero non-ignored tokens is 0/0 = NaN; the golden's convention is 0
 # with a zero gradient (Liger's). Ids "mean-ignall" are such means; sweeps named

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernels.cuda_build import cuda_only, load_extension
-from kernels.layer_norm import cuda as main_kernel
-from suite.registry import implementation
+from bwd_suite.kernels.cuda_build import cuda_only, load_extension
+from bwd_suite.kernels.layer_norm import cuda as main_kernel
+from bwd_suite.suite.registry import implementation
 
 CSRC = Path(__file__).resolve().parent / "csrc"
 SOURCES = [CSRC / "dgamma_strategies_binding.cpp", CSRC / "dgamma_strategies.cu"]

@@ -20,7 +20,7 @@ quantities of order 1 and has no such cancellation.
 from __future__ import annotations
 
 
-from suite.registry import implementation
+from bwd_suite.suite.registry import implementation
 
 
 def _common(x, dy, gamma, mean, rstd):

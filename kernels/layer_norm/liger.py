@@ -22,8 +22,8 @@ import math
 
 import torch
 
-from kernels.vendor import LIGER_HOW, not_importable, package_version
-from suite.registry import implementation
+from bwd_suite.kernels.vendor import LIGER_HOW, not_importable, package_version
+from bwd_suite.suite.registry import implementation
 
 try:
     _lln = importlib.import_module("liger_kernel.ops.layer_norm")  # the module, not a symbol

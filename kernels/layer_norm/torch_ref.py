@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from suite.registry import implementation
+from bwd_suite.suite.registry import implementation
 
 
 def _mixed_cpu_gamma(x, gamma):

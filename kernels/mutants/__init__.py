@@ -8,7 +8,7 @@ import enum
 from dataclasses import dataclass
 from typing import Callable
 
-from suite.registry import implementation
+from bwd_suite.suite.registry import implementation
 
 
 @dataclass(frozen=True)

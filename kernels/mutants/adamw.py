@@ -22,8 +22,8 @@ from typing import FrozenSet
 
 import torch
 
-from kernels.mutants import Mutant, register
-from ops.adamw_diagnosis import Cause
+from bwd_suite.kernels.mutants import Mutant, register
+from bwd_suite.ops.adamw_diagnosis import Cause
 
 
 class Bug(enum.Enum):

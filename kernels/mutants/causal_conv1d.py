@@ -5,18 +5,18 @@ table (and a few more a port gets wrong) into the tiled model
 The suite must fail every one on the default CI cases (mutation score 100%), and its
 diagnosis should name the planted cause: each mutant's function carries
 `planted_cause`, a value of `ops.causal_conv1d_diagnosis.Cause`, which
-`python -m suite mutants` and tests/harness/test_mutants.py compare with the diagnosis.
+`python -m bwd_suite mutants` and tests/harness/test_mutants.py compare with the diagnosis.
 Registered with kind "mutant", so runs skip them unless asked (`--include-mutants`,
-`--impl <name>` or `python -m suite mutants`).
+`--impl <name>` or `python -m bwd_suite mutants`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernels.causal_conv1d.tiled import TILE, Bug, backward_tiled
-from kernels.mutants import Mutant, register
-from ops.causal_conv1d_diagnosis import Cause
+from bwd_suite.kernels.causal_conv1d.tiled import TILE, Bug, backward_tiled
+from bwd_suite.kernels.mutants import Mutant, register
+from bwd_suite.ops.causal_conv1d_diagnosis import Cause
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,9 @@ from typing import FrozenSet
 
 import torch
 
-from kernels.mutants import Mutant, register
-from ops.cross_entropy import aligned
-from ops.cross_entropy_diagnosis import Cause
+from bwd_suite.kernels.mutants import Mutant, register
+from bwd_suite.ops.cross_entropy import aligned
+from bwd_suite.ops.cross_entropy_diagnosis import Cause
 
 
 class Bug(enum.Enum):

@@ -20,9 +20,9 @@ from typing import FrozenSet
 
 import torch
 
-from kernels.mutants import Mutant, register
-from ops.softmax_diagnosis import COL_TILE, ROW_GROUP, VECTOR, Cause
-from suite.diagnosis import Generic
+from bwd_suite.kernels.mutants import Mutant, register
+from bwd_suite.ops.softmax_diagnosis import COL_TILE, ROW_GROUP, VECTOR, Cause
+from bwd_suite.suite.diagnosis import Generic
 
 
 class Bug(enum.Enum):

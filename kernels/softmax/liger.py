@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import torch
 
-from kernels.vendor import LIGER_HOW, not_importable, package_version
-from suite.registry import implementation
+from bwd_suite.kernels.vendor import LIGER_HOW, not_importable, package_version
+from bwd_suite.suite.registry import implementation
 
 try:
     from liger_kernel.ops import softmax as _lsm

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from suite.registry import implementation
+from bwd_suite.suite.registry import implementation
 
 _aten = torch.ops.aten
 

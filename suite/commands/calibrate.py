@@ -13,9 +13,9 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    from suite import roofline
-    from suite.cli import at_least
-    from suite.selection import parse_device
+    from bwd_suite.suite import roofline
+    from bwd_suite.suite.cli import at_least
+    from bwd_suite.suite.selection import parse_device
 
     at_least(args, "size_mib", 1)
     dev = parse_device(args.device)

@@ -33,8 +33,8 @@ import math
 import sys
 from pathlib import Path
 
-from suite.errors import SuiteInputError
-from suite.text import code_span, markdown_cell, terminal
+from bwd_suite.suite.errors import SuiteInputError
+from bwd_suite.suite.text import code_span, markdown_cell, terminal
 
 HELP = ("compare two runs (CI gate): exit 1 on a regression, a new failure or an "
         "unexpected pass, 3 when no timed item could be compared, 4 when the current run "
@@ -56,9 +56,9 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def rule_from(args):
-    from suite.regression import Rule
+    from bwd_suite.suite.regression import Rule
 
-    from suite.cli import at_least
+    from bwd_suite.suite.cli import at_least
 
     at_least(args, "factor", 1.0)  # finite too: --factor inf would flag nothing
     if not 0.0 < args.alpha <= 1.0:
@@ -122,7 +122,7 @@ def run_info(df) -> dict:
 
 
 def _fmt_s(s: float) -> str:
-    from reports.fmt import time_text
+    from bwd_suite.reports.fmt import time_text
 
     return time_text(s)
 
@@ -388,11 +388,11 @@ def incomplete_lines(incomplete, code: int) -> list:
 
 
 def main(args) -> int:
-    from suite import regression
-    from suite.results import completeness, read_results
+    from bwd_suite.suite import regression
+    from bwd_suite.suite.results import completeness, read_results
 
     rule = rule_from(args)
-    from suite.cli import at_least
+    from bwd_suite.suite.cli import at_least
 
     at_least(args, "max_lines", 0)
     base, cur = read_results([args.baseline]), read_results(args.current)

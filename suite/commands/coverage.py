@@ -21,8 +21,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from suite.errors import SuiteInputError, did_you_mean
-from suite.text import terminal
+from bwd_suite.suite.errors import SuiteInputError, did_you_mean
+from bwd_suite.suite.text import terminal
 
 HELP = ("per implementation, the parameter values and value pairs it ran against those "
         "the cases offered, and the pairs never exercised together")
@@ -257,10 +257,10 @@ def select(df, op, impl_text):
 
 
 def main(args) -> int:
-    from suite import coverage
-    from suite.results import read_results
+    from bwd_suite.suite import coverage
+    from bwd_suite.suite.results import read_results
 
-    from suite.cli import at_least
+    from bwd_suite.suite.cli import at_least
 
     at_least(args, "max_lines", 0)
     df = read_results(args.results)

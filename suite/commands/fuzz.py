@@ -35,9 +35,9 @@ MISSES = 10_000  # draws in a row that are all skipped: the domains hold nothing
 
 
 def add_arguments(p) -> None:
-    from suite.cli import add_results_options
-    from suite.commands.run import add_threads_option
-    from suite.fuzz.sizes import SIZES
+    from bwd_suite.suite.cli import add_results_options
+    from bwd_suite.suite.commands.run import add_threads_option
+    from bwd_suite.suite.fuzz.sizes import SIZES
 
     g = p.add_argument_group("what to fuzz")
     g.add_argument("--op", metavar="OP", required=True, help="the op")
@@ -82,8 +82,8 @@ def add_arguments(p) -> None:
 
 
 def check_options(args) -> None:
-    from suite.cli import at_least
-    from suite.errors import SuiteInputError
+    from bwd_suite.suite.cli import at_least
+    from bwd_suite.suite.errors import SuiteInputError
 
     for name, low in (("budget", 1), ("repeats", 1), ("shrink_tries", 0), ("workers", 0),
                       ("threads", 0)):
@@ -102,8 +102,8 @@ def check_options(args) -> None:
 
 def select_impl(op_name: str, name: str, device):
     """The one implementation --impl names, of --op, runnable on the device."""
-    from suite import registry
-    from suite.errors import SuiteInputError
+    from bwd_suite.suite import registry
+    from bwd_suite.suite.errors import SuiteInputError
 
     names = [n.strip() for n in name.split(",") if n.strip()]
     if len(names) != 1:
@@ -157,7 +157,7 @@ def _comments(impl, shrunk, row, original_id: str) -> list[str]:
     tries = f"{shrunk.tries} tries" + (", stopped at --shrink-tries" if shrunk.exhausted
                                        else ", stopped at --time: not minimal"
                                        if shrunk.out_of_time else "")
-    return [f"found by `python -m suite fuzz` on {impl.name}: {original_id}, shrunk "
+    return [f"found by `python -m bwd_suite fuzz` on {impl.name}: {original_id}, shrunk "
             f"to this case in {shrunk.steps} steps ({tries})",
             f"failure: {shrunk.failure}: {row.reason}",
             f"diagnosis: {row.diagnosis or '(none)'}"]
@@ -167,19 +167,19 @@ def main(args) -> int:
     import dataclasses
     import itertools
 
-    from suite import registry, results
-    from suite.commands.run import (check_results_place, pool_options, results_file,
+    from bwd_suite.suite import registry, results
+    from bwd_suite.suite.commands.run import (check_results_place, pool_options, results_file,
                                     workers_text)
-    from suite.driver import Driver, Tee
-    from suite.errors import SuiteInputError
-    from suite.fuzz.draw import TAGS, DrawStats, draw_cases, fuzz_case, refusal
-    from suite.fuzz.shrink import failure_of, input_numel, shrink
-    from suite.fuzz.sizes import SIZES
-    from suite.fuzz.toml import case_block, case_name
-    from suite.plan import Plan
-    from suite.progress import Progress
-    from suite.runner import RunOptions
-    from suite.selection import parse_device
+    from bwd_suite.suite.driver import Driver, Tee
+    from bwd_suite.suite.errors import SuiteInputError
+    from bwd_suite.suite.fuzz.draw import TAGS, DrawStats, draw_cases, fuzz_case, refusal
+    from bwd_suite.suite.fuzz.shrink import failure_of, input_numel, shrink
+    from bwd_suite.suite.fuzz.sizes import SIZES
+    from bwd_suite.suite.fuzz.toml import case_block, case_name
+    from bwd_suite.suite.plan import Plan
+    from bwd_suite.suite.progress import Progress
+    from bwd_suite.suite.runner import RunOptions
+    from bwd_suite.suite.selection import parse_device
 
     check_options(args)
     dev = parse_device(args.device)

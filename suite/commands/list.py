@@ -8,13 +8,13 @@ raw."""
 
 from __future__ import annotations
 
-from suite.text import terminal
+from bwd_suite.suite.text import terminal
 
 HELP = "show ops, cases per profile and implementations"
 
 
 def add_arguments(p) -> None:
-    from suite.cli import add_selection
+    from bwd_suite.suite.cli import add_selection
 
     add_selection(p)
     p.add_argument("--ids", action="store_true", help="also list every selected case id")
@@ -22,8 +22,8 @@ def add_arguments(p) -> None:
 
 def _implementations(args) -> list:
     """The implementations to show: every one of the selected ops, or those of --impl."""
-    from suite import registry
-    from suite.selection import impl_names, implementations_by_op
+    from bwd_suite.suite import registry
+    from bwd_suite.suite.selection import impl_names, implementations_by_op
 
     names = impl_names(args.impl)
     if not names:
@@ -56,9 +56,9 @@ def _covering_section(coverage: list, op) -> None:
 
 
 def main(args) -> int:
-    from suite import cases as cases_mod
-    from suite import registry
-    from suite.selection import default_profile, matching, max_sweep, parse_device
+    from bwd_suite.suite import cases as cases_mod
+    from bwd_suite.suite import registry
+    from bwd_suite.suite.selection import default_profile, matching, max_sweep, parse_device
 
     if args.op:
         registry.op(args.op, where="--op")

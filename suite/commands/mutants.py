@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Callable, Optional, Sequence
 
-from suite.outcomes import Verdict
-from suite.text import code_span, markdown_cell, terminal
+from bwd_suite.suite.outcomes import Verdict
+from bwd_suite.suite.text import code_span, markdown_cell, terminal
 
 HELP = "run the deliberately broken implementations: mutation score and diagnosis accuracy"
 MIN_ACCURACY = 0.9
@@ -81,8 +81,8 @@ class ZooReport:
 
 def select_mutants(names: Optional[Sequence[str]] = None, op: Optional[str] = None) -> list:
     """Mutant implementations (all of the op, or the named ones)."""
-    from suite import registry
-    from suite.errors import SuiteInputError, did_you_mean
+    from bwd_suite.suite import registry
+    from bwd_suite.suite.errors import SuiteInputError, did_you_mean
 
     found = [i for i in registry.implementations(op) if i.kind == "mutant"]
     if not names:
@@ -99,11 +99,11 @@ def run_zoo(mutants: Sequence, profile: str = "ci", device: str = "cpu",
     """Run `mutants` over the profile's cases; rows go to `on_row` as they come."""
     import torch
 
-    from suite.cases import load_cases
-    from suite.diagnosis import diagnose_run
-    from suite.driver import Driver, Each, Rows, Tee
-    from suite.plan import Plan
-    from suite.runner import RunOptions
+    from bwd_suite.suite.cases import load_cases
+    from bwd_suite.suite.diagnosis import diagnose_run
+    from bwd_suite.suite.driver import Driver, Each, Rows, Tee
+    from bwd_suite.suite.plan import Plan
+    from bwd_suite.suite.runner import RunOptions
 
     started = time.monotonic()
     dev = torch.device(device)
@@ -181,9 +181,9 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    from suite import cases as cases_mod
-    from suite import registry
-    from suite.errors import SuiteInputError
+    from bwd_suite.suite import cases as cases_mod
+    from bwd_suite.suite import registry
+    from bwd_suite.suite.errors import SuiteInputError
 
     cases_mod.profile_names(args.profile)
     if args.op:

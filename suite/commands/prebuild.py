@@ -16,8 +16,8 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    from suite import registry
-    from suite.errors import SuiteInputError
+    from bwd_suite.suite import registry
+    from bwd_suite.suite.errors import SuiteInputError
 
     if args.op:
         registry.op(args.op, where="--op")  # an unknown op: its did-you-mean error

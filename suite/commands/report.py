@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from suite.commands.compare import add_rule_arguments, rule_from
-from suite.errors import SuiteInputError, did_you_mean
+from bwd_suite.suite.commands.compare import add_rule_arguments, rule_from
+from bwd_suite.suite.errors import SuiteInputError, did_you_mean
 
 HELP = "write a self-contained HTML report of results (optionally against a baseline run)"
 
@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def baseline_choice(text: Optional[str], current):
     """--baseline-impl checked against the results: every op=impl names an op of the
     results and one of its implementations; a bare name, an implementation of some op."""
-    from reports.speedup import parse_baseline_impl
+    from bwd_suite.reports.speedup import parse_baseline_impl
 
     try:
         choice = parse_baseline_impl(text)
@@ -87,7 +87,7 @@ def read_history(folder: Path) -> list:
     """(name, frame) per run of a history folder: each entry that is a results file
     (.parquet, or the journal of an unfinished run) or a folder holding some. Other
     files are left alone; a folder without any run is bad input."""
-    from suite.results import JOURNAL_SUFFIX, read_results
+    from bwd_suite.suite.results import JOURNAL_SUFFIX, read_results
 
     folder = Path(folder)
     if not folder.is_dir():
@@ -115,7 +115,7 @@ def read_history(folder: Path) -> list:
 def incomplete_notes(results, baseline) -> list:
     """One line per results file (of the results, then of the baseline) whose run did not
     finish its plan: a page of it must not read as a whole run."""
-    from suite.results import completeness
+    from bwd_suite.suite.results import completeness
 
     notes = [f"Incomplete results: {s.describe()}: the report shows its finished items only."
              for s in completeness(results) if s.incomplete]
@@ -126,12 +126,12 @@ def incomplete_notes(results, baseline) -> list:
 
 
 def main(args) -> int:
-    from reports import render
-    from suite.results import read_results
-    from suite.text import terminal
+    from bwd_suite.reports import render
+    from bwd_suite.suite.results import read_results
+    from bwd_suite.suite.text import terminal
 
-    from suite.cli import at_least
-    from suite.results import check_folder
+    from bwd_suite.suite.cli import at_least
+    from bwd_suite.suite.results import check_folder
 
     rule = rule_from(args)
     at_least(args, "max_cases", 1)

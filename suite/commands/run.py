@@ -16,7 +16,7 @@ HELP = "run cases x implementations and write parquet results"
 
 
 def add_arguments(p) -> None:
-    from suite.cli import add_gpu_timing_options, add_results_options, add_selection
+    from bwd_suite.suite.cli import add_gpu_timing_options, add_results_options, add_selection
 
     add_selection(p)
     g = p.add_argument_group("checks and timing")
@@ -74,8 +74,8 @@ def add_threads_option(g) -> None:
 
 def check_options(args) -> None:
     """Refuse out-of-range options before anything runs."""
-    from suite.cli import at_least
-    from suite.shard import parse_shard
+    from bwd_suite.suite.cli import at_least
+    from bwd_suite.suite.shard import parse_shard
 
     for name, low in (("repeats", 1), ("samples", 1), ("warmup", 0), ("warmup_ms", 0),
                       ("workers", 0), ("threads", 0)):
@@ -90,8 +90,8 @@ def check_options(args) -> None:
 def check_gpu_options(args) -> None:
     """--gpus and --share-gpus, before anything runs (whether the GPUs are visible is
     checked once the device is known)."""
-    from suite.errors import SuiteInputError
-    from suite.gpus import parse_gpus
+    from bwd_suite.suite.errors import SuiteInputError
+    from bwd_suite.suite.gpus import parse_gpus
 
     if args.gpus is not None:
         parse_gpus(args.gpus)
@@ -105,7 +105,7 @@ def check_gpu_options(args) -> None:
 
 
 def options(args, device, golden_device):
-    from suite.runner import RunOptions
+    from bwd_suite.suite.runner import RunOptions
 
     return RunOptions(device=device, golden_device=golden_device, repeats=args.repeats,
                       timing=not args.no_timing, warmup=args.warmup, samples=args.samples,
@@ -116,7 +116,7 @@ def options(args, device, golden_device):
 def check_results_place(args) -> None:
     """Refuse, before anything runs, an --output that exists (without --force) or cannot be
     written, or an --out folder that cannot be."""
-    from suite import results
+    from bwd_suite.suite import results
 
     if args.output:
         results.check_writable(args.output, args.force)
@@ -132,7 +132,7 @@ def results_file(args, run_id: str) -> Path:
 def run_gpus(args, device) -> tuple:
     """The GPUs of the run's workers, in order: --gpus, checked against the GPUs visible
     here; by default every visible GPU, from the run's device on."""
-    from suite import gpus
+    from bwd_suite.suite import gpus
 
     count = gpus.visible_count()
     if not args.gpus:
@@ -147,7 +147,7 @@ def gpus_device(args, device):
     run's): --device where it names one of them, else the first of them."""
     import torch
 
-    from suite.errors import SuiteInputError
+    from bwd_suite.suite.errors import SuiteInputError
 
     if device.type != "cuda":
         raise SuiteInputError("--gpus", f"the run is on {device}, not CUDA: --gpus picks "
@@ -166,8 +166,8 @@ def pool_options(args, device, profile: str, log_dir: Path):
     --share-gpus; None with --workers 0 (items in this process)."""
     import torch
 
-    from suite.gpus import assign
-    from suite.workers import PoolOptions, item_timeout
+    from bwd_suite.suite.gpus import assign
+    from bwd_suite.suite.workers import PoolOptions, item_timeout
 
     if device.type == "cuda":
         chosen = run_gpus(args, device)
@@ -197,8 +197,8 @@ def refuse_oversized(plan, device) -> None:
     """Bad input before anything runs: a case whose tensors alone overflow or exceed the
     device's whole memory (a size typo, most likely), named with its file and estimate.
     Cases that fit the device but not its free memory are the runner's `unsupported`."""
-    from suite.errors import SuiteInputError
-    from suite.memory import too_large
+    from bwd_suite.suite.errors import SuiteInputError
+    from bwd_suite.suite.memory import too_large
 
     for entry in plan:
         why = too_large(entry.spec, entry.case.params, device)
@@ -211,7 +211,7 @@ def refuse_oversized(plan, device) -> None:
 def not_here(plan, device) -> dict:
     """"op/impl" -> NotHere for the implementations of the plan that cannot run on this
     device at all (disabled, or for other devices): the progress leaves them out."""
-    from suite.progress import NotHere
+    from bwd_suite.suite.progress import NotHere
 
     counts: dict = {}
     for entry in plan:
@@ -235,13 +235,13 @@ def workers_text(pool) -> str:
 
 
 def main(args) -> int:
-    from suite import results, roofline, summary
-    from suite.driver import Driver, Rows, Tee, count_bad
-    from suite.errors import SuiteInputError
-    from suite.progress import Progress
-    from suite.rerun import rerun_selection
-    from suite.selection import parse_device, select
-    from suite.shard import parse_shard, split_plan
+    from bwd_suite.suite import results, roofline, summary
+    from bwd_suite.suite.driver import Driver, Rows, Tee, count_bad
+    from bwd_suite.suite.errors import SuiteInputError
+    from bwd_suite.suite.progress import Progress
+    from bwd_suite.suite.rerun import rerun_selection
+    from bwd_suite.suite.selection import parse_device, select
+    from bwd_suite.suite.shard import parse_shard, split_plan
 
     check_options(args)
     sel = rerun_selection(args) if args.rerun_failed else select(args)
@@ -265,7 +265,7 @@ def main(args) -> int:
     if ceilings.copy_gbps is None and not args.no_timing:
         print(f"no copy-bandwidth calibration for {ceilings.device_name} (or one measured "
               f"without the {roofline.CALIBRATION_FLUSH} L2 flush): measuring it now "
-              f"(`python -m suite calibrate` stores it)", file=sys.stderr)
+              f"(`python -m bwd_suite calibrate` stores it)", file=sys.stderr)
         ceilings = roofline.calibrate(dev)
     run = results.environment(dev, sel.profile)
     out_path = results_file(args, run.run_id)

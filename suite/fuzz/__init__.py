@@ -1,6 +1,6 @@
 """Fuzzing an implementation: cases drawn from the parameters' domains, failures shrunk.
 
-`python -m suite fuzz` (suite/commands/fuzz.py) draws cases from the domains each op
+`python -m bwd_suite fuzz` (suite/commands/fuzz.py) draws cases from the domains each op
 declares on its parameters (suite.params: IntRange, FloatRange, IntList; choices and
 bools), within a size profile (sizes.py), runs them through the Driver like any run,
 shrinks every distinct failure to a minimal case (shrink.py) and prints it as a case-file

@@ -14,7 +14,7 @@ import math
 import random
 from typing import Any, Optional
 
-from suite.params import FloatRange, IntList, IntRange, Param
+from bwd_suite.suite.params import FloatRange, IntList, IntRange, Param
 
 SMALL_PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67,
                 71, 73, 79, 83, 89, 97, 101, 103, 107, 109, 113, 127, 131)

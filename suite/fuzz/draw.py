@@ -20,11 +20,11 @@ import random
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Optional
 
-from suite import cases as cases_mod
-from suite.cases import Case
-from suite.fuzz.domains import sample, sample_int
-from suite.fuzz.sizes import SizeProfile
-from suite.params import IntRange
+from bwd_suite.suite import cases as cases_mod
+from bwd_suite.suite.cases import Case
+from bwd_suite.suite.fuzz.domains import sample, sample_int
+from bwd_suite.suite.fuzz.sizes import SizeProfile
+from bwd_suite.suite.params import IntRange
 
 GROUP = "fuzz"  # the group (the "sweep name") of every drawn case
 FILE = "fuzz"  # their case_file column

@@ -33,11 +33,11 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Optional
 
-from suite.fuzz.domains import domain_of
-from suite.fuzz.draw import out_of_bounds
-from suite.opspec import tensor_list
-from suite.outcomes import FailureKind, Verdict
-from suite.params import FloatRange, IntList, IntRange
+from bwd_suite.suite.fuzz.domains import domain_of
+from bwd_suite.suite.fuzz.draw import out_of_bounds
+from bwd_suite.suite.opspec import tensor_list
+from bwd_suite.suite.outcomes import FailureKind, Verdict
+from bwd_suite.suite.params import FloatRange, IntList, IntRange
 
 REPAIRS = 2
 

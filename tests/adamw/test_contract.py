@@ -9,13 +9,13 @@ import pytest
 
 import torch
 
-from kernels.adamw.torch_ref import torch_ref
-from suite import registry
-from suite.cases import Case
-from suite.outcomes import Determinism, FailureKind, Verdict
-from suite.registry import Implementation
-from suite.roofline import Ceilings
-from suite.runner import CaseContext, RunOptions, run_item, timed_call
+from bwd_suite.kernels.adamw.torch_ref import torch_ref
+from bwd_suite.suite import registry
+from bwd_suite.suite.cases import Case
+from bwd_suite.suite.outcomes import Determinism, FailureKind, Verdict
+from bwd_suite.suite.registry import Implementation
+from bwd_suite.suite.roofline import Ceilings
+from bwd_suite.suite.runner import CaseContext, RunOptions, run_item, timed_call
 
 SPEC = registry.op("adamw")
 CPU = torch.device("cpu")

@@ -6,8 +6,8 @@ cases' items with --impl cuda."""
 import pytest
 import torch
 
-from suite import registry
-from suite.launches import count_launches
+from bwd_suite.suite import registry
+from bwd_suite.suite.launches import count_launches
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

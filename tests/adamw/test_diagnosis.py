@@ -8,12 +8,12 @@ from types import MappingProxyType
 import pytest
 import torch
 
-from kernels.mutants import adamw as zoo
-from suite import registry
-from suite.cases import Case
-from suite.registry import Implementation
-from suite.roofline import Ceilings
-from suite.runner import CaseContext, RunOptions, run_item
+from bwd_suite.kernels.mutants import adamw as zoo
+from bwd_suite.suite import registry
+from bwd_suite.suite.cases import Case
+from bwd_suite.suite.registry import Implementation
+from bwd_suite.suite.roofline import Ceilings
+from bwd_suite.suite.runner import CaseContext, RunOptions, run_item
 
 SPEC = registry.op("adamw")
 CPU = torch.device("cpu")

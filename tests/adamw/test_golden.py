@@ -4,7 +4,7 @@ semantics) in float64."""
 import pytest
 import torch
 
-from golden import adamw as golden
+from bwd_suite.golden import adamw as golden
 
 SHAPES = [(7,), (3, 5), (1,)]
 

@@ -4,7 +4,7 @@ the fused implementation's declared limits."""
 import pytest
 import torch
 
-from suite import registry
+from bwd_suite.suite import registry
 from tests.bad_input import assert_one_line_naming_file_and_key
 
 SPEC = registry.op("adamw")

@@ -9,15 +9,15 @@ from types import MappingProxyType
 import pytest
 import torch
 
-from kernels.adamw.torch_ref import torch_ref
-from ops import adamw_stats
-from suite import registry
-from suite.cases import Case
-from suite.opspec import CaseInputs
-from suite.outcomes import Verdict
-from suite.registry import Implementation
-from suite.roofline import Ceilings
-from suite.runner import CaseContext, RunOptions, run_item
+from bwd_suite.kernels.adamw.torch_ref import torch_ref
+from bwd_suite.ops import adamw_stats
+from bwd_suite.suite import registry
+from bwd_suite.suite.cases import Case
+from bwd_suite.suite.opspec import CaseInputs
+from bwd_suite.suite.outcomes import Verdict
+from bwd_suite.suite.registry import Implementation
+from bwd_suite.suite.roofline import Ceilings
+from bwd_suite.suite.runner import CaseContext, RunOptions, run_item
 
 SPEC = registry.op("adamw")
 BF16, F64 = torch.bfloat16, torch.float64

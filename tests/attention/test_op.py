@@ -9,12 +9,12 @@ from types import MappingProxyType
 import pytest
 import torch
 
-from ops import attention as op
-from suite import registry
-from suite.cases import Case
-from suite.registry import Implementation
-from suite.roofline import Ceilings
-from suite.runner import CaseContext, RunOptions, run_item
+from bwd_suite.ops import attention as op
+from bwd_suite.suite import registry
+from bwd_suite.suite.cases import Case
+from bwd_suite.suite.registry import Implementation
+from bwd_suite.suite.roofline import Ceilings
+from bwd_suite.suite.runner import CaseContext, RunOptions, run_item
 
 SPEC = registry.op("attention")
 CPU = torch.device("cpu")
@@ -161,7 +161,7 @@ O_ROUNDING_CASE = dict(batch=1, heads=2, kv_heads=1, seq=5, head_dim=15, dtype="
 
 def _d_from_saved_o(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
     """FlashAttention's convention, otherwise exact: D from the saved o, rounded once"""
-    from golden import attention as golden
+    from bwd_suite.golden import attention as golden
     g = golden.backward(q, k, v, dout, scale, causal, seq_idx, o=o)
     for name in ("dq", "dk", "dv"):
         out[name].copy_(g[name])

@@ -5,8 +5,8 @@ conformance itself runs as the cases' pytest items with --suite-impl cuda."""
 import pytest
 import torch
 
-from suite import registry
-from suite.inputs import poison_
+from bwd_suite.suite import registry
+from bwd_suite.suite.inputs import poison_
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

@@ -6,9 +6,9 @@ hands Dao's op the suite's outputs as destinations (against a stand-in for the o
 import pytest
 import torch
 
-from kernels.causal_conv1d import dao as adapter
-from suite import registry
-from suite.cases import load_cases
+from bwd_suite.kernels.causal_conv1d import dao as adapter
+from bwd_suite.suite import registry
+from bwd_suite.suite.cases import load_cases
 
 DAO = ("dao", "dao_det")
 

@@ -11,16 +11,16 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from golden import causal_conv1d as golden
-from kernels.causal_conv1d.tiled import backward_tiled
-from suite import diagnosis as dg
-from suite import registry, results, summary
-from suite.cases import Case
-from suite.errors import SuiteInputError
-from suite.registry import Implementation
-from suite.roofline import Ceilings
-from suite.rows import ResultRow
-from suite.runner import CaseContext, RunOptions, run_item
+from bwd_suite.golden import causal_conv1d as golden
+from bwd_suite.kernels.causal_conv1d.tiled import backward_tiled
+from bwd_suite.suite import diagnosis as dg
+from bwd_suite.suite import registry, results, summary
+from bwd_suite.suite.cases import Case
+from bwd_suite.suite.errors import SuiteInputError
+from bwd_suite.suite.registry import Implementation
+from bwd_suite.suite.roofline import Ceilings
+from bwd_suite.suite.rows import ResultRow
+from bwd_suite.suite.runner import CaseContext, RunOptions, run_item
 
 SPEC = registry.op("causal_conv1d")
 CPU = torch.device("cpu")
@@ -367,7 +367,7 @@ def failing_rows():
     """Rows of a planted right-halo bug and of a correct model on three cases."""
     bad = Implementation(op="causal_conv1d", name="halo_bug", kind="external",
                          fn=lambda **kw: backward_tiled(**kw, bugs=frozenset(
-                             {__import__("kernels.causal_conv1d.tiled",
+                             {__import__("bwd_suite.kernels.causal_conv1d.tiled",
                                          fromlist=["Bug"]).Bug.NO_RIGHT_HALO})))
     good = registry.select_implementations("causal_conv1d", ["torch_tiled"])[0]
     env = results.environment("cpu", "test")

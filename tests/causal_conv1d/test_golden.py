@@ -18,8 +18,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from golden import causal_conv1d as golden
-from suite import registry
+from bwd_suite.golden import causal_conv1d as golden
+from bwd_suite.suite import registry
 from tests.golden_support import one_thread, rel_err, smoke_case_params, to64  # noqa: F401 - fixture
 
 OP = "causal_conv1d"

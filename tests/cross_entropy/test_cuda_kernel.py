@@ -6,8 +6,8 @@ the conformance itself runs as the cases' items with --impl cuda."""
 import pytest
 import torch
 
-from suite import registry
-from suite.launches import count_launches
+from bwd_suite.suite import registry
+from bwd_suite.suite.launches import count_launches
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -21,7 +21,7 @@ def _inputs(**kw):
 
 
 def _call(inputs, in_place=False):
-    from kernels.cross_entropy.cuda import cuda
+    from bwd_suite.kernels.cross_entropy.cuda import cuda
     t = inputs.tensors
     attrs = {k: v for k, v in inputs.attrs.items() if k not in ("accumulation", "normalize")}
     logits = t["logits"].clone()

@@ -8,13 +8,13 @@ from types import MappingProxyType
 import pytest
 import torch
 
-from kernels.mutants import cross_entropy as zoo
-from ops import cross_entropy_diagnosis as diag
-from suite import registry
-from suite.cases import Case
-from suite.registry import Implementation
-from suite.roofline import Ceilings
-from suite.runner import CaseContext, RunOptions, run_item
+from bwd_suite.kernels.mutants import cross_entropy as zoo
+from bwd_suite.ops import cross_entropy_diagnosis as diag
+from bwd_suite.suite import registry
+from bwd_suite.suite.cases import Case
+from bwd_suite.suite.registry import Implementation
+from bwd_suite.suite.roofline import Ceilings
+from bwd_suite.suite.runner import CaseContext, RunOptions, run_item
 
 SPEC = registry.op("cross_entropy")
 CPU = torch.device("cpu")
@@ -172,7 +172,7 @@ def test_case_features_follow_the_trainer_loop():
 
 
 def test_the_op_carries_the_diagnosis_with_every_generic_cause():
-    from suite.diagnosis import Generic
+    from bwd_suite.suite.diagnosis import Generic
 
     assert SPEC.diagnosis is diag.SPEC
     assert {g.value for g in Generic} <= {c.cause.value for c in diag.SPEC.causes}

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from golden import cross_entropy as golden
+from bwd_suite.golden import cross_entropy as golden
 
 
 def _autograd(x, y, g, *, ignore_index, label_smoothing, reduction, z_loss, softcap):

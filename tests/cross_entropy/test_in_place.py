@@ -9,13 +9,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ops.cross_entropy import aligned
-from suite import registry
-from suite.cases import Case
-from suite.outcomes import Verdict
-from suite.registry import Implementation
-from suite.roofline import Ceilings
-from suite.runner import CaseContext, RunOptions, run_item, timed_call
+from bwd_suite.ops.cross_entropy import aligned
+from bwd_suite.suite import registry
+from bwd_suite.suite.cases import Case
+from bwd_suite.suite.outcomes import Verdict
+from bwd_suite.suite.registry import Implementation
+from bwd_suite.suite.roofline import Ceilings
+from bwd_suite.suite.runner import CaseContext, RunOptions, run_item, timed_call
 
 SPEC = registry.op("cross_entropy")
 CPU = torch.device("cpu")

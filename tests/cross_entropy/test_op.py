@@ -5,8 +5,8 @@ bad input (exit 2, one line naming the file and key)."""
 import pytest
 import torch
 
-from ops import cross_entropy as op
-from suite import registry
+from bwd_suite.ops import cross_entropy as op
+from bwd_suite.suite import registry
 from tests.bad_input import assert_one_line_naming_file_and_key
 
 SPEC = registry.op("cross_entropy")

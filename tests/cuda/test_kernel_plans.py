@@ -28,9 +28,9 @@ pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 
 @pytest.fixture(scope="module")
 def plan_dump(tmp_path_factory):
-    from kernels.causal_conv1d import cuda as conv1d
-    from kernels.layer_norm import cuda as layer_norm
-    from kernels.softmax import cuda as softmax
+    from bwd_suite.kernels.causal_conv1d import cuda as conv1d
+    from bwd_suite.kernels.layer_norm import cuda as layer_norm
+    from bwd_suite.kernels.softmax import cuda as softmax
 
     exe = tmp_path_factory.mktemp("plans") / "plan_dump"
     # every source the extensions build but the torch bindings: a dispatch that reaches a
@@ -242,8 +242,8 @@ def test_conv1d_plans(plan_dump):
 
 def test_conv1d_cuda_declares_the_binding_limits():
     """The suite reports the shapes the binding refuses as unsupported, with the reason."""
-    from kernels.causal_conv1d import cuda as conv_cuda
-    from suite import registry
+    from bwd_suite.kernels.causal_conv1d import cuda as conv_cuda
+    from bwd_suite.suite import registry
 
     impl = next(i for i in registry.implementations("causal_conv1d") if i.name == "cuda")
     base = dict(registry.op("causal_conv1d").params.defaults(), layout="channel_last")

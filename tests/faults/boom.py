@@ -6,7 +6,7 @@ causal_conv1d=tests.faults.boom:fn`) it is a correct causal_conv1d backward."""
 import os
 from pathlib import Path
 
-from kernels.causal_conv1d.tiled import backward_tiled
+from bwd_suite.kernels.causal_conv1d.tiled import backward_tiled
 
 if os.environ.get("BWD_SUITE_BOOM_MARKER"):
     Path(os.environ["BWD_SUITE_BOOM_MARKER"]).write_text("imported\n")

@@ -4,8 +4,8 @@ under the logits tensor it was handed (`.data =`), leaving the given buffer unwr
 
 import torch
 
-from kernels.cross_entropy.torch_ref import torch_ref
-from suite.registry import implementation
+from bwd_suite.kernels.cross_entropy.torch_ref import torch_ref
+from bwd_suite.suite.registry import implementation
 
 
 @implementation("cross_entropy", "tests_swaps_logits", kind="external",

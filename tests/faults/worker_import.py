@@ -7,7 +7,7 @@ import ctypes
 import multiprocessing
 import os
 
-from kernels.causal_conv1d.tiled import backward_tiled
+from bwd_suite.kernels.causal_conv1d.tiled import backward_tiled
 
 if multiprocessing.current_process().name.startswith("bwd-suite-worker"):
     how = os.environ.get("BWD_SUITE_FAULT", "raise")

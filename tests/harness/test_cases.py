@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from suite import cases as cases_mod
-from suite import registry
-from suite.cases import PROFILE_INCLUDES, PROFILES, load_cases, load_file
-from suite.errors import SuiteInputError
+from bwd_suite.suite import cases as cases_mod
+from bwd_suite.suite import registry
+from bwd_suite.suite.cases import PROFILE_INCLUDES, PROFILES, load_cases, load_file
+from bwd_suite.suite.errors import SuiteInputError
 
 OP = "causal_conv1d"
 SPEC = registry.op(OP)
@@ -850,7 +850,7 @@ def test_size_limit_is_for_the_cartesian_product_only(tmp_path, monkeypatch):
 
 
 def test_list_shows_covering_sweeps_against_the_product(tmp_path, capsys):
-    from suite.cli import main
+    from bwd_suite.suite.cli import main
 
     p = write(tmp_path, HEAD + sweep(PAIRWISE_BODY, name="pw", tags='["ci"]')
               + sweep('combine = "pairwise"\nseqlen = [16, 64]\nchunks = [[], [40]]\n'

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from suite import registry, results
-from suite.cases import PROFILES, load_cases
-from suite.cli import main
+from bwd_suite.suite import registry, results
+from bwd_suite.suite.cases import PROFILES, load_cases
+from bwd_suite.suite.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["--case", "causal_conv1d/bias/", "--no-timing", "--repeats", "1", "--quiet",
@@ -115,16 +115,16 @@ def test_ctrl_c_keeps_finished_items(capsys, tmp_path):
 
 
 def test_module_entry_point_and_help():
-    r = subprocess.run([sys.executable, "-m", "suite", "run", "--help"], cwd=ROOT,
+    r = subprocess.run([sys.executable, "-m", "bwd_suite", "run", "--help"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "--profile" in r.stdout and "--include-mutants" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "suite", "run", "--profile", "x"], cwd=ROOT,
+    r = subprocess.run([sys.executable, "-m", "bwd_suite", "run", "--profile", "x"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
 
 
 def test_prebuild_builds_the_chosen_op_and_names_bad_choices(capsys, monkeypatch):
-    from suite import registry
+    from bwd_suite.suite import registry
 
     built = []
 
@@ -168,8 +168,8 @@ def test_non_finite_numbers_exit_2(argv, needles, capsys, tmp_path):
 def test_at_least_refuses_nan_where_comparisons_would_let_it_through():
     import argparse
 
-    from suite.cli import at_least
-    from suite.errors import SuiteInputError
+    from bwd_suite.suite.cli import at_least
+    from bwd_suite.suite.errors import SuiteInputError
 
     for above in (False, True):
         with pytest.raises(SuiteInputError, match="finite"):
@@ -211,7 +211,7 @@ def test_huge_sweep_refused_before_expansion(capsys, tmp_path):
 
 
 def test_allow_large_lifts_the_sweep_limit(capsys, tmp_path, monkeypatch):
-    from suite import cases as cases_mod
+    from bwd_suite.suite import cases as cases_mod
 
     monkeypatch.setattr(cases_mod, "MAX_SWEEP", 299)
     f = _big_sweep(tmp_path, 1)  # 300 combinations
@@ -222,9 +222,9 @@ def test_allow_large_lifts_the_sweep_limit(capsys, tmp_path, monkeypatch):
 
 
 def test_allow_large_help_states_the_loader_limit():
-    from suite.cases import MAX_SWEEP
+    from bwd_suite.suite.cases import MAX_SWEEP
 
-    r = subprocess.run([sys.executable, "-m", "suite", "list", "--help"], cwd=ROOT,
+    r = subprocess.run([sys.executable, "-m", "bwd_suite", "list", "--help"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert f"more than {MAX_SWEEP:,} combinations" in " ".join(r.stdout.split())
 
@@ -303,8 +303,8 @@ def test_op_and_impl_op_must_agree(capsys, tmp_path):
 
 
 def _plan(*argv):
-    from suite.cli import build_parser
-    from suite.selection import select
+    from bwd_suite.suite.cli import build_parser
+    from bwd_suite.suite.selection import select
 
     return select(build_parser().parse_args(["run", "--device", "cpu", *argv])).plan
 

@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from suite import results
-from suite.cli import main
-from suite.outcomes import FailureKind, Verdict
-from suite.text import code_span
+from bwd_suite.suite import results
+from bwd_suite.suite.cli import main
+from bwd_suite.suite.outcomes import FailureKind, Verdict
+from bwd_suite.suite.text import code_span
 from tests.reports.test_report import PERF
 
 IMG = "<img src=x onerror=alert(1)>"

@@ -1,4 +1,4 @@
-"""Coverage per implementation (suite/coverage.py, `python -m suite coverage`): the values
+"""Coverage per implementation (suite/coverage.py, `python -m bwd_suite coverage`): the values
 and value pairs each implementation ran against those the cases offered, declared
 unsupported pairs, pairs no case offered, the binning of numeric parameters, the command's
 formats and exit codes, and the stored H200 run."""
@@ -10,11 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from suite import coverage
-from suite.cli import main as cli
-from suite.outcomes import Verdict
-from suite.results import ResultsWriter, read_results
-from suite.rows import ResultRow
+from bwd_suite.suite import coverage
+from bwd_suite.suite.cli import main as cli
+from bwd_suite.suite.outcomes import Verdict
+from bwd_suite.suite.results import ResultsWriter, read_results
+from bwd_suite.suite.rows import ResultRow
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU = ROOT / "tests" / "data" / "h200-foundation-gpu.parquet"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from suite import covering
-from suite.covering import Unassigned, cover, tuple_count
+from bwd_suite.suite import covering
+from bwd_suite.suite.covering import Unassigned, cover, tuple_count
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -135,7 +135,7 @@ def test_same_input_same_cases_in_the_same_order(seed):
 
 _SCRIPT = """
 import json, sys
-from suite.covering import cover
+from bwd_suite.suite.covering import cover
 domains = {"layout": ["cf", "cl"], "dtype": ["fp32", "fp16", "bf16"],
            "mask": ["a", "b", "c", "d"], "seq": ["none", "rand", "pad", "tile", "mid"],
            "flag": [True, False], "name": ["x", "y", "z"]}

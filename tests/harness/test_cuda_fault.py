@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from suite import cuda_fault
-from suite.runner import RunOptions, run_case
+from bwd_suite.suite import cuda_fault
+from bwd_suite.suite.runner import RunOptions, run_case
 from tests.harness.test_verdicts import CEIL, CPU, SPEC, correct, impl, make_case
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""`python -m suite fuzz`: boundary-biased domains, deterministic drawing that skips what
+"""`python -m bwd_suite fuzz`: boundary-biased domains, deterministic drawing that skips what
 cannot run, greedy shrinking to a known minimum, case-file blocks that load back and still
 fail, and bad input exiting 2 (docs/fuzz.md)."""
 
@@ -11,23 +11,23 @@ import tomllib
 import pytest
 import torch
 
-from kernels.softmax.torch_ref import torch_ref as softmax_ref
-from suite import registry
-from suite.cases import load_file
-from suite.cli import main
-from suite.driver import Driver
-from suite.fuzz.domains import boundary_values, sample_float, sample_int
-from suite.fuzz.draw import (DrawStats, axis_product, draw_cases, draw_params, fuzz_case,
+from bwd_suite.kernels.softmax.torch_ref import torch_ref as softmax_ref
+from bwd_suite.suite import registry
+from bwd_suite.suite.cases import load_file
+from bwd_suite.suite.cli import main
+from bwd_suite.suite.driver import Driver
+from bwd_suite.suite.fuzz.domains import boundary_values, sample_float, sample_int
+from bwd_suite.suite.fuzz.draw import (DrawStats, axis_product, draw_cases, draw_params, fuzz_case,
                              out_of_bounds)
-from suite.fuzz.shrink import Failure, failure_of, input_numel, repaired, shrink
-from suite.fuzz.sizes import SIZES
-from suite.fuzz.toml import case_block
-from suite.outcomes import FailureKind, Verdict
-from suite.params import FloatRange, IntRange, Param
-from suite.plan import Plan
-from suite.registry import Implementation
-from suite.results import read_rows
-from suite.runner import RunOptions
+from bwd_suite.suite.fuzz.shrink import Failure, failure_of, input_numel, repaired, shrink
+from bwd_suite.suite.fuzz.sizes import SIZES
+from bwd_suite.suite.fuzz.toml import case_block
+from bwd_suite.suite.outcomes import FailureKind, Verdict
+from bwd_suite.suite.params import FloatRange, IntRange, Param
+from bwd_suite.suite.plan import Plan
+from bwd_suite.suite.registry import Implementation
+from bwd_suite.suite.results import read_rows
+from bwd_suite.suite.runner import RunOptions
 
 CPU = torch.device("cpu")
 OPTS = RunOptions(device=CPU, golden_device=CPU, repeats=1, timing=False)
@@ -301,7 +301,7 @@ def _fake(rewrites):
     then inert), whose rewrite spells the preset as sizes = [5, 5, 5]."""
     from types import SimpleNamespace
 
-    from suite.params import IntList, ParamSet
+    from bwd_suite.suite.params import IntList, ParamSet
     ps = ParamSet((
         Param("sizes", "int_list", [20], "", minimum=1,
               domain=IntList(IntRange(1, 100))),

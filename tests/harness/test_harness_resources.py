@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from suite import memory, registry, results
-from suite.cli import main
-from suite.commands.fuzz import deadlines
-from suite.fuzz.shrink import failure_of, shrink
-from suite.outcomes import FailureKind, Verdict
+from bwd_suite.suite import memory, registry, results
+from bwd_suite.suite.cli import main
+from bwd_suite.suite.commands.fuzz import deadlines
+from bwd_suite.suite.fuzz.shrink import failure_of, shrink
+from bwd_suite.suite.outcomes import FailureKind, Verdict
 
 SOFTMAX_CI = ["run", "--profile", "ci", "--op", "softmax", "--no-timing", "--repeats", "1",
               "--quiet", "--device", "cpu", "--workers", "0"]

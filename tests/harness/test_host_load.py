@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from suite import host_load
-from suite.host_load import HostLoadMeter, Reading, busy_ticks, other_share, window_start
+from bwd_suite.suite import host_load
+from bwd_suite.suite.host_load import HostLoadMeter, Reading, busy_ticks, other_share, window_start
 
 # Two cores; columns: user nice system idle iowait irq softirq steal guest guest_nice.
 # Busy: user + nice + system + irq + softirq + steal (guest is inside user already).

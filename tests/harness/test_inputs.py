@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from suite import registry
+from bwd_suite.suite import registry
 
 SPEC = registry.op("causal_conv1d")
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -78,7 +78,7 @@ def _forward_output(op, t):
         x = t["x"].double()
         return (x - t["mean"].double()[:, None]) * t["rstd"].double()[:, None] \
             * t["gamma"].double()
-    from golden import causal_conv1d as golden
+    from bwd_suite.golden import causal_conv1d as golden
     out, _ = golden.forward(t["x"].double(), t["weight"].double(), t["bias"].double(),
                             activation="silu")
     return out
@@ -131,12 +131,12 @@ def test_a_dropped_row_sum_hides_under_plain_gradients_and_shows_under_shifted_o
         op, fn, size):
     """The reason for the distributions: at large N in bf16 the dropped term is 1/sqrt(N)
     of the gradient with dy = N(0, 1), inside the tolerance; with a mean it is not."""
-    from suite.driver import Driver
-    from suite.fuzz.draw import fuzz_case
-    from suite.outcomes import Verdict
-    from suite.plan import Plan
-    from suite.registry import Implementation
-    from suite.runner import RunOptions
+    from bwd_suite.suite.driver import Driver
+    from bwd_suite.suite.fuzz.draw import fuzz_case
+    from bwd_suite.suite.outcomes import Verdict
+    from bwd_suite.suite.plan import Plan
+    from bwd_suite.suite.registry import Implementation
+    from bwd_suite.suite.runner import RunOptions
 
     spec = registry.op(op)
     cpu = torch.device("cpu")

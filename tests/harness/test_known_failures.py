@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from suite import registry
+from bwd_suite.suite import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,13 +8,13 @@ import pytest
 import torch
 from torch.autograd import DeviceType
 
-from kernels.adamw.torch_ref import torch_ref
-from suite import launches, registry, runner
-from suite.cases import Case
-from suite.registry import Implementation
-from suite.roofline import Ceilings
-from suite.rows import ResultRow
-from suite.timing import Timing
+from bwd_suite.kernels.adamw.torch_ref import torch_ref
+from bwd_suite.suite import launches, registry, runner
+from bwd_suite.suite.cases import Case
+from bwd_suite.suite.registry import Implementation
+from bwd_suite.suite.roofline import Ceilings
+from bwd_suite.suite.rows import ResultRow
+from bwd_suite.suite.timing import Timing
 
 CUDA, CPU = DeviceType.CUDA, DeviceType.CPU
 

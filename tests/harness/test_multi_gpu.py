@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 import torch
 
-from suite import gpus, results
-from suite.cli import build_parser, main
-from suite.errors import SuiteInputError
-from suite.plan import Plan
-from suite.selection import select
-from suite.shard import Shard, case_key, parse_shard, split_plan, take
+from bwd_suite.suite import gpus, results
+from bwd_suite.suite.cli import build_parser, main
+from bwd_suite.suite.errors import SuiteInputError
+from bwd_suite.suite.plan import Plan
+from bwd_suite.suite.selection import select
+from bwd_suite.suite.shard import Shard, case_key, parse_shard, split_plan, take
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,7 +62,7 @@ def four_gpus(monkeypatch):
 
 
 def _pool(device, *argv, tmp_path=Path("/nonexistent")):
-    from suite.commands.run import pool_options
+    from bwd_suite.suite.commands.run import pool_options
 
     pool = pool_options(_args(*argv), device, "gpu", tmp_path)
     return None if pool is None else pool.devices[:pool.workers]
@@ -83,7 +83,7 @@ def test_run_puts_one_worker_on_each_gpu(four_gpus):
 
 
 def test_the_runs_device_is_one_of_its_gpus(four_gpus):
-    from suite.commands.run import gpus_device
+    from bwd_suite.suite.commands.run import gpus_device
 
     assert gpus_device(_args("--gpus", "2,3"), four_gpus) == torch.device("cuda", 2)
     args = _args("--gpus", "2,3", "--device", "cuda:3")
@@ -93,8 +93,8 @@ def test_the_runs_device_is_one_of_its_gpus(four_gpus):
 
 
 def test_a_pool_worker_sees_only_its_gpu(tmp_path, monkeypatch):
-    from suite.runner import RunOptions
-    from suite.workers import Pool, PoolOptions
+    from bwd_suite.suite.runner import RunOptions
+    from bwd_suite.suite.workers import Pool, PoolOptions
 
     opts = RunOptions(device=torch.device("cuda", 2), golden_device=torch.device("cuda", 2))
     pool = Pool(opts, None, None, PoolOptions(workers=2, devices=("cuda:2", "cuda:0"),
@@ -166,7 +166,7 @@ def test_shards_depend_on_the_selection_only(ci_plan):
 
     keys = sorted({case_key(e.case) for e in ci_plan})
     here = take(keys, lambda k: k, shard)
-    code = ("import json, sys; from suite.shard import Shard, take; "
+    code = ("import json, sys; from bwd_suite.suite.shard import Shard, take; "
             "keys = [tuple(k) for k in json.load(sys.stdin)]; "
             "print(json.dumps(take(reversed(keys), lambda k: k, Shard(2, 3))))")
     for seed in ("1", "2"):
@@ -269,7 +269,7 @@ def test_compare_reads_the_shards_as_one_run(runs, capsys):
 
 
 def test_report_groups_the_rows_by_host_and_device_where_they_differ(runs):
-    from reports import render
+    from bwd_suite.reports import render
 
     s1, s2 = (results.read_results([runs[k]]) for k in ("s1", "s2"))
     s1 = s1.assign(host="node-a", device="cuda:0", device_name="GPU")

@@ -1,28 +1,28 @@
 """The mutant zoo: every deliberately broken implementation of every op is caught by the
 default CI cases (mutation score 100% per op), in the output its bug damages, and the
 cross-case diagnosis names the planted cause for at least 90% of each op's mutants
-(`python -m suite mutants` prints the tables; docs/mutants.md). The zoo runs once per
+(`python -m bwd_suite mutants` prints the tables; docs/mutants.md). The zoo runs once per
 module (the `zoo` fixture): the per-mutant checks share it, so CI pays for it once."""
 
 import pytest
 import torch
 
-from kernels.causal_conv1d.tiled import Bug
-from kernels.mutants import adamw as adamw_zoo
-from kernels.mutants import causal_conv1d as conv_zoo
-from kernels.mutants import cross_entropy as ce_zoo
-from kernels.mutants import layer_norm as ln_zoo
-from kernels.mutants import softmax as sm_zoo
-from kernels.mutants.causal_conv1d import ALL
-from ops.causal_conv1d_diagnosis import Cause
-from suite import registry
-from suite.cases import load_cases
-from suite.cli import main
-from suite.commands.mutants import MIN_ACCURACY, render, run_zoo, select_mutants
-from suite.diagnosis import Generic
-from suite.registry import Implementation
-from suite.roofline import Ceilings
-from suite.runner import CaseContext, RunOptions, run_item
+from bwd_suite.kernels.causal_conv1d.tiled import Bug
+from bwd_suite.kernels.mutants import adamw as adamw_zoo
+from bwd_suite.kernels.mutants import causal_conv1d as conv_zoo
+from bwd_suite.kernels.mutants import cross_entropy as ce_zoo
+from bwd_suite.kernels.mutants import layer_norm as ln_zoo
+from bwd_suite.kernels.mutants import softmax as sm_zoo
+from bwd_suite.kernels.mutants.causal_conv1d import ALL
+from bwd_suite.ops.causal_conv1d_diagnosis import Cause
+from bwd_suite.suite import registry
+from bwd_suite.suite.cases import load_cases
+from bwd_suite.suite.cli import main
+from bwd_suite.suite.commands.mutants import MIN_ACCURACY, render, run_zoo, select_mutants
+from bwd_suite.suite.diagnosis import Generic
+from bwd_suite.suite.registry import Implementation
+from bwd_suite.suite.roofline import Ceilings
+from bwd_suite.suite.runner import CaseContext, RunOptions, run_item
 
 CPU = torch.device("cpu")
 CEIL = Ceilings(device_name="cpu", copy_gbps=None, copy_source="none", peak_tflops=None)

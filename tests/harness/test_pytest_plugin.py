@@ -1,4 +1,4 @@
-"""The pytest plugin (conftest.py): its options are checked once, before collection, as one
+"""The pytest plugin (bwd_suite/plugin.py): its options are checked once, before collection, as one
 usage error (exit 4); a failing item says what failed, the diagnosis, and how to rerun it
 alone."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from suite import registry
+from bwd_suite.suite import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 ITEM = "causal_conv1d/bias/B2-D40-L100-K4-bf16-cl-nobias-silu-init"
@@ -99,11 +99,11 @@ def test_failure_names_a_pytest_command_that_reruns_it_alone(failure):
 
 
 def test_failure_names_the_equivalent_suite_run(failure):
-    from suite.cli import build_parser
-    from suite.selection import select
+    from bwd_suite.suite.cli import build_parser
+    from bwd_suite.suite.selection import select
 
     words = _command(failure, "or:")
-    assert words[:4] == ["python", "-m", "suite", "run"], words
+    assert words[:4] == ["python", "-m", "bwd_suite", "run"], words
     args = build_parser().parse_args(words[3:])
     assert (args.profile, args.op, args.impl, args.case, args.device) == \
         ("ci", "causal_conv1d", WRONG, [ITEM], "cpu")
@@ -120,8 +120,8 @@ def test_xdist_workers_take_one_gpu_each(monkeypatch):
 
     import execnet
 
-    import conftest
-    from suite import gpus
+    from bwd_suite import plugin as conftest
+    from bwd_suite.suite import gpus
 
     def specs(*env):
         out = []
@@ -151,8 +151,8 @@ def test_suite_shard_deselects_the_other_shards_cases():
     `run --shard` splits them; the harness's own tests stay."""
     import types
 
-    import conftest
-    from suite.shard import Shard, take
+    from bwd_suite import plugin as conftest
+    from bwd_suite.suite.shard import Shard, take
 
     def item(op, case_id, impl):
         it = object.__new__(conftest.CaseItem)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from suite import registry
-from suite.errors import SuiteInputError
+from bwd_suite.suite import registry
+from bwd_suite.suite.errors import SuiteInputError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,7 +76,7 @@ def test_resolve_finds_registered_and_external_implementations_again():
 
 
 def test_resolve_in_a_fresh_process():
-    code = ("from suite import registry; i = registry.resolve('layer_norm', "
+    code = ("from bwd_suite.suite import registry; i = registry.resolve('layer_norm', "
             "'layer_norm=tests.helpers:layer_norm_only'); print(i.op, i.name, i.origin)")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)

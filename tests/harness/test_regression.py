@@ -9,8 +9,8 @@ import random
 import pandas as pd
 import pytest
 
-from suite import regression
-from suite.regression import Change, Rule, compare, mann_whitney_u
+from bwd_suite.suite import regression
+from bwd_suite.suite.regression import Change, Rule, compare, mann_whitney_u
 
 
 # -- Mann-Whitney U ------------------------------------------------------------------------
@@ -229,9 +229,9 @@ def test_timings_after_different_flushes_are_not_compared():
 
 
 def test_bad_verdicts_are_suite_verdicts():
-    from suite.verdicts import Verdict
+    from bwd_suite.suite.verdicts import Verdict
 
-    from reports.items import VERDICTS
+    from bwd_suite.reports.items import VERDICTS
 
     values = {v.value for v in Verdict}
     assert regression.BAD_VERDICTS <= values
@@ -418,7 +418,7 @@ def test_a_wide_spread_on_either_side_is_noisy_on_any_device():
 
 
 def test_noisy_items_are_listed_apart_and_the_others_still_compared():
-    from suite.commands import compare as compare_command
+    from bwd_suite.suite.commands import compare as compare_command
 
     base = {("g/a", "k"): _tight(1e-3, 0), ("g/b", "k"): _tight(1e-3, 1)}
     cur = {("g/a", "k"): _tight(3e-3, 2), ("g/b", "k"): _tight(3e-3, 3)}

@@ -9,10 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from suite import registry, results
-from suite.errors import SuiteInputError
-from suite.roofline import Ceilings
-from suite.runner import RunOptions, run_case
+from bwd_suite.suite import registry, results
+from bwd_suite.suite.errors import SuiteInputError
+from bwd_suite.suite.roofline import Ceilings
+from bwd_suite.suite.runner import RunOptions, run_case
 from tests.harness.test_verdicts import make_case
 
 SCHEMA_DOC = Path(__file__).resolve().parents[2] / "docs" / "results-schema.md"
@@ -206,3 +206,16 @@ def test_environment_is_captured(rows):
     r = rows[0]
     assert r.torch_version == torch.__version__
     assert r.device == "cpu" and r.run_id and r.python_version
+
+
+def test_a_reason_of_megabytes_is_clipped_to_its_head_and_tail():
+    from bwd_suite.suite.outcomes import Verdict
+    from bwd_suite.suite.rows import MAX_REASON_CHARS, ResultRow
+
+    huge = "head " + "x" * (4 << 20) + " tail"
+    row = ResultRow(op="softmax", case_id="c", impl="i").finish(Verdict.ERROR, huge)
+    assert len(row.reason) < MAX_REASON_CHARS + 100
+    assert row.reason.startswith("head ") and row.reason.endswith(" tail")
+    assert "characters cut" in row.reason
+    short = ResultRow(op="softmax", case_id="c", impl="i").finish(Verdict.ERROR, "short")
+    assert short.reason == "short"

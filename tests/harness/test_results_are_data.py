@@ -9,11 +9,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from suite import results
-from suite.cli import main
-from suite.errors import SuiteInputError
-from suite.outcomes import FailureKind, Verdict
-from suite.rows import ResultRow
+from bwd_suite.suite import results
+from bwd_suite.suite.cli import main
+from bwd_suite.suite.errors import SuiteInputError
+from bwd_suite.suite.outcomes import FailureKind, Verdict
+from bwd_suite.suite.rows import ResultRow
 from tests.reports.test_report import PERF
 from tests.reports.test_report_cli import one_line_error
 

@@ -3,8 +3,8 @@ import json
 import pytest
 import torch
 
-from suite import roofline as rl
-from suite.roofline import Ceilings, roofline
+from bwd_suite.suite import roofline as rl
+from bwd_suite.suite.roofline import Ceilings, roofline
 
 
 H200 = Ceilings("NVIDIA H200", copy_gbps=4000.0, copy_source="measured 2026-01-01",

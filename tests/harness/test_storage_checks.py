@@ -6,9 +6,9 @@ implementation (Liger's way: dlogits into the logits) that swaps the logits' sto
 import pytest
 import torch
 
-from suite import results
-from suite.cli import main
-from suite.runner import storage_signature
+from bwd_suite.suite import results
+from bwd_suite.suite.cli import main
+from bwd_suite.suite.runner import storage_signature
 
 BIAS = ["--profile", "ci", "--case", "causal_conv1d/bias/", "--no-timing", "--repeats", "1",
         "--quiet", "--device", "cpu", "--workers", "0"]
@@ -55,3 +55,4 @@ def test_the_storage_signature_sees_what_the_python_object_hides():
     sig = storage_signature(v)
     v.resize_(3, 4)
     assert storage_signature(v) != sig
+

@@ -3,9 +3,9 @@
 import dataclasses
 import math
 
-from suite import summary
-from suite.outcomes import Determinism, Verdict
-from suite.rows import ResultRow
+from bwd_suite.suite import summary
+from bwd_suite.suite.outcomes import Determinism, Verdict
+from bwd_suite.suite.rows import ResultRow
 
 
 def _row(impl, frac_copy, frac_same, verdict="pass"):

@@ -8,12 +8,12 @@ import io
 import json
 from types import SimpleNamespace
 
-from suite import coverage, progress, summary
-from suite.cli import main
-from suite.commands import coverage as coverage_cmd
-from suite.commands import mutants
-from suite.outcomes import Determinism, FailureKind, Verdict
-from suite.rows import ResultRow
+from bwd_suite.suite import coverage, progress, summary
+from bwd_suite.suite.cli import main
+from bwd_suite.suite.commands import coverage as coverage_cmd
+from bwd_suite.suite.commands import mutants
+from bwd_suite.suite.outcomes import Determinism, FailureKind, Verdict
+from bwd_suite.suite.rows import ResultRow
 
 ESC = "\x1b"
 EVIL_CASE = "softmax/g/rows4\n\x1b[2J\x1b[31mred"
@@ -218,7 +218,7 @@ def test_not_here_line_is_escaped_grouped_and_truncated():
     assert len(line) <= 300
     shown = line.count("/cuda_kernel_")
     assert 2 <= shown < 30
-    assert line.endswith(f"; and {31 - shown} more (`python -m suite list` says why)")
+    assert line.endswith(f"; and {31 - shown} more (`python -m bwd_suite list` says why)")
     assert progress.not_here_line(evil) == (
         "not run here (recorded as unsupported; 1 item of 1 implementation): "
         "evil/x\\x1b[31m (needs\\nthe \\x1b[2J extension)")

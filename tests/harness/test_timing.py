@@ -5,8 +5,8 @@ import types
 import pytest
 import torch
 
-from suite import timing
-from suite.timing import Timing, quantile, time_call
+from bwd_suite.suite import timing
+from bwd_suite.suite.timing import Timing, quantile, time_call
 
 
 def _sleeper(seconds):
@@ -148,7 +148,7 @@ def test_clean_flush_reads_the_buffer_and_dirty_flush_writes_it():
 
 
 def test_cli_constants_are_the_timing_ones():
-    from suite import cli
+    from bwd_suite.suite import cli
 
     assert cli.L2_FLUSH_MODES == timing.L2_FLUSH_MODES
     assert cli.DEFAULT_WARMUP_MS / 1e3 == timing.DEFAULT_WARMUP_S
@@ -492,7 +492,7 @@ def test_fake_gpu_host_load_is_measured_around_the_samples(fake_gpu, monkeypatch
 
 
 def test_host_load_is_unknown_by_default_and_compare_knows_the_cpu_method():
-    from suite import regression
+    from bwd_suite.suite import regression
 
     assert Timing("perf_counter", (1.0,), 0, "none").host_load is None
     # compare holds CPU timings alone to the load rule, by this method (it keeps a copy)
@@ -503,12 +503,12 @@ def test_host_load_is_unknown_by_default_and_compare_knows_the_cpu_method():
 def test_the_runner_stores_the_host_load(monkeypatch):
     from types import MappingProxyType
 
-    from kernels.softmax.torch_ref import torch_ref
-    from suite import registry, runner
-    from suite.cases import Case
-    from suite.registry import Implementation
-    from suite.roofline import Ceilings
-    from suite.rows import ResultRow
+    from bwd_suite.kernels.softmax.torch_ref import torch_ref
+    from bwd_suite.suite import registry, runner
+    from bwd_suite.suite.cases import Case
+    from bwd_suite.suite.registry import Implementation
+    from bwd_suite.suite.roofline import Ceilings
+    from bwd_suite.suite.rows import ResultRow
 
     spec = registry.op("softmax")
     case = Case(op="softmax", group="t", id="softmax/t/x", tags=frozenset({"ci"}),

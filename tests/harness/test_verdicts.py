@@ -5,15 +5,15 @@ from types import MappingProxyType
 import pytest
 import torch
 
-from kernels.causal_conv1d.torch_ref import torch_ref
-from suite import registry, tolerances
-from suite.cases import Case
-from suite.inputs import is_poison, poison_
-from suite.opspec import TolClass
-from suite.registry import Implementation
-from suite.roofline import Ceilings
-from suite.runner import CaseContext, RunOptions, run_case, run_item
-from suite.verdicts import Determinism, classify_determinism
+from bwd_suite.kernels.causal_conv1d.torch_ref import torch_ref
+from bwd_suite.suite import registry, tolerances
+from bwd_suite.suite.cases import Case
+from bwd_suite.suite.inputs import is_poison, poison_
+from bwd_suite.suite.opspec import TolClass
+from bwd_suite.suite.registry import Implementation
+from bwd_suite.suite.roofline import Ceilings
+from bwd_suite.suite.runner import CaseContext, RunOptions, run_case, run_item
+from bwd_suite.suite.verdicts import Determinism, classify_determinism
 
 SPEC = registry.op("causal_conv1d")
 CPU = torch.device("cpu")
@@ -254,8 +254,8 @@ def test_outputs_in_the_subnormal_range_are_held_to_its_spacing():
     """fp16 values near 5e-6 are subnormals spaced 2^-24 apart: rounding the exact result
     once (a correct kernel) errs up to half of that, 0.6% of the largest value, three times
     fp16's relative ulp. It passes; twice that spacing's floor does not."""
-    from suite.opspec import OutputSpec
-    from suite.verdicts import check_output
+    from bwd_suite.suite.opspec import OutputSpec
+    from bwd_suite.suite.verdicts import check_output
     gen = torch.Generator().manual_seed(0)
     golden = (torch.rand(4096, generator=gen, dtype=torch.float64) + 0.5) * 3.3e-6
     rounded = golden.to(torch.float16)
@@ -300,8 +300,8 @@ def test_allowance_includes_the_conditioning_term():
 def test_the_sliced_comparison_gives_what_the_whole_one_does(monkeypatch, kind):
     # outputs too large for one float64 pass are compared in slices of CHUNK elements;
     # every metric, the worst index and the first unwritten element must not depend on it
-    from suite import verdicts
-    from suite.opspec import OutputSpec
+    from bwd_suite.suite import verdicts
+    from bwd_suite.suite.opspec import OutputSpec
 
     g = torch.linspace(-3, 5, 1000, dtype=torch.float64).reshape(10, 100)
     a = g.to(torch.bfloat16)

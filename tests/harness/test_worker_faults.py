@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from suite import results, workers
-from suite.cli import main
+from bwd_suite.suite import results, workers
+from bwd_suite.suite.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 BIAS = ["--profile", "ci", "--case", "causal_conv1d/bias/", "--no-timing", "--repeats", "1",
@@ -22,9 +22,9 @@ DOOMED = "-silu-init"  # the two bias cases tests/faults/misbehaving.py acts on
 
 
 def _suite(tmp_path, *argv, env=None, timeout=240):
-    """`python -m suite ...` in a process of its own, bounded: a run that loops fails the
+    """`python -m bwd_suite ...` in a process of its own, bounded: a run that loops fails the
     test instead of hanging it."""
-    proc = subprocess.run([sys.executable, "-m", "suite", *argv], cwd=ROOT, text=True,
+    proc = subprocess.run([sys.executable, "-m", "bwd_suite", *argv], cwd=ROOT, text=True,
                           capture_output=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
     return proc.returncode, proc.stdout, proc.stderr
@@ -110,7 +110,7 @@ def test_what_an_implementation_prints_is_kept_per_item_and_capped(tmp_path, mon
 def test_the_workers_die_with_a_killed_run(tmp_path):
     out, pid_file = tmp_path / "r.parquet", tmp_path / "worker.pid"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "suite", "run", *BIAS, "--impl",
+        [sys.executable, "-m", "bwd_suite", "run", *BIAS, "--impl",
          "causal_conv1d=tests.faults.misbehaving:hangs_and_tells", "--output", str(out)],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "BWD_SUITE_PID_FILE": str(pid_file)})

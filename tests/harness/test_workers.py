@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from suite import results
-from suite.cli import main
-from suite.outcomes import Verdict
-from suite.rows import ResultRow
+from bwd_suite.suite import results
+from bwd_suite.suite.cli import main
+from bwd_suite.suite.outcomes import Verdict
+from bwd_suite.suite.rows import ResultRow
 
 BIAS = ["--profile", "ci", "--case", "causal_conv1d/bias/", "--no-timing", "--repeats", "1",
         "--quiet", "--device", "cpu"]
@@ -136,7 +136,7 @@ def test_sigint_to_a_run_with_workers_keeps_every_finished_row(tmp_path):
     in the results file, the worker gone."""
     out = tmp_path / "r.parquet"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "suite", "run", *BIAS, "--impl",
+        [sys.executable, "-m", "bwd_suite", "run", *BIAS, "--impl",
          "causal_conv1d=tests.crashing:hangs", "--output", str(out)],
         cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)

@@ -55,7 +55,7 @@ def _run(ext, x, dy, gamma, mean, rstd, pad):
     (129, 6000, 8, torch.float32, torch.float32),  # two vectors a thread, the second past n
 ])
 def test_rows_against_float64_and_padding_untouched(rows, n, pad, dtype, gamma_dtype):
-    from kernels.layer_norm import cuda as ln_cuda
+    from bwd_suite.kernels.layer_norm import cuda as ln_cuda
 
     ext = ln_cuda.extension()
     x, dy, gamma, mean, rstd = _inputs(rows, n, dtype, pad, gamma_dtype)
@@ -85,7 +85,7 @@ def test_one_column_with_a_huge_rstd_gives_an_exact_zero_dx(dtype):
     rstd is. A g computed once rounded (for the row sums) and once inside a fused
     multiply-add leaves the product's rounding error times rstd (1e6 at eps 1e-12); the
     case files cannot see it, since the conditioning bound at this rstd is huge."""
-    from kernels.layer_norm import cuda as ln_cuda
+    from bwd_suite.kernels.layer_norm import cuda as ln_cuda
 
     gen = torch.Generator(device="cuda").manual_seed(1)
     x = torch.randn(37, 1, generator=gen, device="cuda").to(dtype)

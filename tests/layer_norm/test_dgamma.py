@@ -14,11 +14,11 @@ from types import MappingProxyType
 import pytest
 import torch
 
-from kernels.layer_norm import dgamma_strategies as dg
-from suite import registry
-from suite.cases import Case
-from suite.roofline import Ceilings
-from suite.runner import CaseContext, RunOptions, run_item
+from bwd_suite.kernels.layer_norm import dgamma_strategies as dg
+from bwd_suite.suite import registry
+from bwd_suite.suite.cases import Case
+from bwd_suite.suite.roofline import Ceilings
+from bwd_suite.suite.runner import CaseContext, RunOptions, run_item
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -192,7 +192,7 @@ def test_each_strategy_against_float64_and_bitwise_repeats(rows, n, dtype, wdtyp
 
 _REFUSALS = """
 import torch
-from kernels.layer_norm import dgamma_strategies as dg
+from bwd_suite.kernels.layer_norm import dgamma_strategies as dg
 x = torch.randn(4, 8, device="cuda"); dy = torch.randn_like(x)
 mean = torch.zeros(4, device="cuda"); rstd = torch.ones(4, device="cuda")
 out = torch.empty(8, device="cuda")

@@ -18,11 +18,11 @@ from types import MappingProxyType
 import pytest
 import torch
 
-from suite import registry, tolerances
-from suite.cases import Case
-from suite.opspec import TolClass
-from suite.roofline import Ceilings
-from suite.runner import CaseContext, RunOptions, run_item
+from bwd_suite.suite import registry, tolerances
+from bwd_suite.suite.cases import Case
+from bwd_suite.suite.opspec import TolClass
+from bwd_suite.suite.roofline import Ceilings
+from bwd_suite.suite.runner import CaseContext, RunOptions, run_item
 
 SPEC = registry.op("layer_norm")
 CPU = torch.device("cpu")

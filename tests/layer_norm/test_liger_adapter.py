@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import kernels.layer_norm.liger as adapter
-from golden import layer_norm as golden
+import bwd_suite.kernels.layer_norm.liger as adapter
+from bwd_suite.golden import layer_norm as golden
 
 
 class FakeKernel:

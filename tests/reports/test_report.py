@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reports import fmt, render
-from suite.regression import Rule
-from suite.results import read_results
+from bwd_suite.reports import fmt, render
+from bwd_suite.suite.regression import Rule
+from bwd_suite.suite.results import read_results
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -245,7 +245,7 @@ def test_item_details_show_the_ops_statistics(perf):
 
 
 def test_chart_draws_the_same_bytes_copies_where_the_run_timed_them(perf):
-    from reports import chart
+    from bwd_suite.reports import chart
 
     data = [chart.Datum(bytes=b, seconds=t, series="k", title="", href="")
             for b, t in [(1e6, 2e-5), (1e8, 3e-4), (4e8, 1e-3)]]
@@ -319,7 +319,7 @@ def test_summary_counts_equal_the_parquet(perf, gpu):
 
 
 def test_run_summary_names_the_l2_flush_of_the_timed_rows():
-    from reports.summary import _runs
+    from bwd_suite.reports.summary import _runs
 
     df = pd.DataFrame({"run_id": ["r"] * 3, "run_started": ["t"] * 3,
                        "l2_flush": ["clean", None, "clean"], "copy_gbps": [1.0, None, 1.0]})
@@ -347,7 +347,7 @@ def test_speedups_and_their_geometric_mean_equal_the_parquet(perf):
 
 
 def test_speedups_are_coloured_only_when_the_samples_differ_significantly(perf):
-    from reports import speedup
+    from bwd_suite.reports import speedup
     df = perf.copy().reset_index(drop=True)
     cases = sorted(df["case_id"].unique())[:3]
     spread = [1 + 0.005 * ((7 * k) % 20 - 10) for k in range(20)]  # within +-5 %
@@ -374,7 +374,7 @@ def test_speedups_are_coloured_only_when_the_samples_differ_significantly(perf):
 
 
 def test_speedup_tone_rule():
-    from reports.speedup import p_value, tone
+    from bwd_suite.reports.speedup import p_value, tone
     a = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5]
     assert p_value(a, [x + 10 for x in a]) < 0.01
     assert p_value(a, a[::-1]) == pytest.approx(1.0)

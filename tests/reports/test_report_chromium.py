@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from reports import render
+from bwd_suite.reports import render
 from tests.reports.test_report import perf, with_failures  # noqa: F401  (fixture)
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")

@@ -1,4 +1,4 @@
-"""`python -m suite report` and `python -m suite compare`: files written, exit codes for CI
+"""`python -m bwd_suite report` and `python -m bwd_suite compare`: files written, exit codes for CI
 gating (1 on a regression or a new failure), and one-line errors on bad input."""
 
 import shutil
@@ -7,9 +7,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from suite import results
-from suite.cli import main
-from suite.results import read_results
+from bwd_suite.suite import results
+from bwd_suite.suite.cli import main
+from bwd_suite.suite.results import read_results
 from tests.reports.test_report import GPU, PERF, XSS
 
 

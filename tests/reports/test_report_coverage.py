@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from reports import coverage, render
+from bwd_suite.reports import coverage, render
 from tests.reports.test_report import Tree, gpu  # noqa: F401
 
 NO_CF_STATES = "channel-first takes no initial states"

@@ -9,8 +9,8 @@ import re
 import pandas as pd
 import pytest
 
-from reports import palette, render, speedup
-from suite.regression import mann_whitney_u
+from bwd_suite.reports import palette, render, speedup
+from bwd_suite.suite.regression import mann_whitney_u
 from tests.reports.test_report import Tree, gpu, perf, with_failures  # noqa: F401
 
 DAO_PADDING = ("padding ids (seq_idx < 0) are treated as an ordinary sequence id in the "

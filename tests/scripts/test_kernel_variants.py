@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from suite import registry
-from suite.errors import SuiteInputError
+from bwd_suite.suite import registry
+from bwd_suite.suite.errors import SuiteInputError
 
 ROOT = Path(__file__).resolve().parents[2]
 

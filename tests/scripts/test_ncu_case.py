@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from suite.cases import load_cases
-from suite.errors import SuiteInputError
+from bwd_suite.suite.cases import load_cases
+from bwd_suite.suite.errors import SuiteInputError
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "ncu_case.py"
 

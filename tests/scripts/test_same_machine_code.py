@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import same_machine_code  # noqa: E402
-from suite.errors import SuiteInputError  # noqa: E402
+from bwd_suite.suite.errors import SuiteInputError  # noqa: E402
 
 KERNEL = """// scale in place
 __global__ void scale(float *x) { x[threadIdx.x] *= 2.f; }

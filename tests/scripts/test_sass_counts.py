@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from suite.errors import SuiteInputError
+from bwd_suite.suite.errors import SuiteInputError
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "tests" / "data"

@@ -15,8 +15,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from golden import softmax as golden
-from suite import registry
+from bwd_suite.golden import softmax as golden
+from bwd_suite.suite import registry
 from tests.golden_support import one_thread, rel_err, smoke_case_params  # noqa: F401 - fixture
 
 OP = "softmax"

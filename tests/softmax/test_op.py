@@ -9,11 +9,11 @@ from types import MappingProxyType
 import pytest
 import torch
 
-from ops import softmax as op
-from suite import registry
-from suite.cases import Case
-from suite.roofline import Ceilings
-from suite.runner import CaseContext, RunOptions, run_item
+from bwd_suite.ops import softmax as op
+from bwd_suite.suite import registry
+from bwd_suite.suite.cases import Case
+from bwd_suite.suite.roofline import Ceilings
+from bwd_suite.suite.runner import CaseContext, RunOptions, run_item
 
 SPEC = registry.op("softmax")
 CPU = torch.device("cpu")

@@ -1,0 +1,5 @@
+import sys
+
+from bwd_suite.suite.cli import main
+
+sys.exit(main())
