@@ -6,7 +6,7 @@ A variant is the op's kernel sources with exact text edits, described in a TOML 
     name = "lb3"
     why = "3 blocks of 512 an SM for the C = 2 block kernel"
     [[variant.edit]]
-    file = "softmax/csrc/softmax_bwd.cu"      # under kernels/
+    file = "softmax/csrc/softmax_bwd_launchers.h"  # under kernels/
     old = ": C <= 2 ? kMaxThreadsC2 : kMaxThreads)"
     new = ": C <= 2 ? kMaxThreadsC2 : kMaxThreads, C == 2 ? 3 : 1)"
 

@@ -2,7 +2,7 @@
 is now and as it was at a git revision, for one architecture with the build's nvcc flags
 (no GPU needed), and compares every kernel's SASS bytes (the cubin's .text sections).
 
-    python3 scripts/same_machine_code.py kernels/softmax/csrc/softmax_bwd.cu
+    python3 scripts/same_machine_code.py kernels/softmax/csrc/softmax_bwd_rows.cu
     python3 scripts/same_machine_code.py --rev HEAD~2 kernels/*/csrc/*.cu
     python3 scripts/same_machine_code.py --was kernels/causal_conv1d/csrc/conv1d_bwd.cu \
         kernels/causal_conv1d/csrc/conv1d_bwd_*.cu

@@ -1,4 +1,4 @@
-"""This project's CUDA AdamW (csrc/adamw.cu): every tensor of the list in one launch, fp32
+"""This project's CUDA AdamW (csrc/adamw_step.cu): every tensor of the list in one launch, fp32
 math with fp32 moments, optional fp32 master weights, the loss-scale unscale and the
 skip on an inf or NaN fused in, and global-norm clipping in the same launch (a persistent
 cooperative grid: pass 1 reads the gradients for the skip and the norm, one grid barrier,
@@ -14,7 +14,8 @@ from bwd_suite.kernels.cuda_build import cuda_only, load_extension
 from bwd_suite.suite.registry import implementation
 
 CSRC = Path(__file__).resolve().parent / "csrc"
-SOURCES = [CSRC / "adamw_binding.cpp", CSRC / "adamw.cu"]
+SOURCES = [CSRC / name for name in (
+    "adamw_binding.cpp", "adamw_plan.cpp", "adamw_launch.cpp", "adamw_step.cu")]
 MAX_STEPS = 16  # kAdamwMaxSteps in csrc/adamw.h
 
 

@@ -1,7 +1,7 @@
 """This project's CUDA cross entropy, forward and backward in one call: each row of logits
 read once into shared memory (a cluster of CTAs for long rows, csrc/
 cross_entropy_resident.cu), or, for rows not of 16-byte vectors, streamed twice by one
-block (csrc/cross_entropy.cu); fp32 arithmetic, one rounding at the store. The shift is
+block (csrc/cross_entropy_rows.cu); fp32 arithmetic, one rounding at the store. The shift is
 its own entry point (position t scored against the label of t + 1 in the kernel, no
 shifted copy of the targets); the non-ignored count and the loss's sum are kernels on the
 device, in a fixed order: no atomics, no host sync, bitwise reproducible. Built on first
@@ -15,8 +15,10 @@ from bwd_suite.kernels.cuda_build import cuda_only, load_extension
 from bwd_suite.suite.registry import implementation
 
 CSRC = Path(__file__).resolve().parent / "csrc"
-SOURCES = [CSRC / "cross_entropy_binding.cpp", CSRC / "cross_entropy.cu",
-           CSRC / "cross_entropy_resident.cu"]
+SOURCES = [CSRC / name for name in (
+    "cross_entropy_binding.cpp", "cross_entropy_plan.cpp", "cross_entropy_launch.cpp",
+    "cross_entropy_count.cu", "cross_entropy_resident.cu", "cross_entropy_rows.cu",
+    "cross_entropy_loss.cu")]
 
 
 def extension():

@@ -1,5 +1,6 @@
 """This project's CUDA softmax backward along the last dim with the dropout backward fused
-(csrc/softmax_bwd.cu), deterministic; built on first use by kernels/cuda_build.py.
+(csrc/: the plan in softmax_bwd_plan.cpp, one .cu per kernel job), deterministic; built on
+first use by kernels/cuda_build.py.
 
 One warp per row for rows of up to 256 fp32 / 512 fp16-bf16 elements (1024 / 2048 where
 rows are not 16-byte aligned), one block per row beyond; y, dy and the keep mask are read
@@ -18,7 +19,9 @@ from bwd_suite.kernels.cuda_build import cuda_only, load_extension
 from bwd_suite.suite.registry import implementation
 
 CSRC = Path(__file__).resolve().parent / "csrc"
-SOURCES = [CSRC / "softmax_bwd_binding.cpp", CSRC / "softmax_bwd.cu"]
+SOURCES = [CSRC / name for name in (
+    "softmax_bwd_binding.cpp", "softmax_bwd_plan.cpp", "softmax_bwd_launch.cpp",
+    "softmax_bwd_rows.cu", "softmax_bwd_split.cu")]
 
 
 def extension():

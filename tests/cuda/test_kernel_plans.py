@@ -1,10 +1,11 @@
-"""The launch plans of our LayerNorm, softmax and causal conv1d backward kernels, on any
-machine with nvcc:
+"""The launch plans of our LayerNorm, softmax, causal conv1d backward, cross-entropy and
+AdamW kernels, on any machine with nvcc:
 tests/cuda/csrc/plan_dump.cu links the ops' torch-free sources (their host planning code runs,
 no device is touched; the launch code links against the kernels' explicit instantiations)
 and prints the plan of each problem; here every plan is held to the rules the kernels rely on
 (path choice, tile shape covering the row, block and shared-memory limits of sm_90, the
-workspace and persistent-grid sizes). A planning change that would launch an impossible or
+workspace and persistent-grid sizes, the cluster slices of a row, the chunk numbering of a
+parameter list). A planning change that would launch an impossible or
 wrong kernel fails CI although CI has no GPU."""
 
 import itertools
@@ -28,7 +29,9 @@ pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 
 @pytest.fixture(scope="module")
 def plan_dump(tmp_path_factory):
+    from bwd_suite.kernels.adamw import cuda as adamw
     from bwd_suite.kernels.causal_conv1d import cuda as conv1d
+    from bwd_suite.kernels.cross_entropy import cuda as cross_entropy
     from bwd_suite.kernels.layer_norm import cuda as layer_norm
     from bwd_suite.kernels.softmax import cuda as softmax
 
@@ -36,7 +39,7 @@ def plan_dump(tmp_path_factory):
     # every source the extensions build but the torch bindings: a dispatch that reaches a
     # kernel no .cu instantiates fails to link
     srcs = [ROOT / "tests/cuda/csrc/plan_dump.cu"] + [
-        s for op in (layer_norm, softmax, conv1d) for s in op.SOURCES
+        s for op in (layer_norm, softmax, conv1d, cross_entropy, adamw) for s in op.SOURCES
         if not s.name.endswith("_binding.cpp")]
     # PTX only, unoptimised (-Xcicc -O0): the device code never runs and need neither go
     # through ptxas nor be optimised for host-side planning; the launch stubs and the link
@@ -237,6 +240,103 @@ def test_conv1d_plans(plan_dump):
         failed = [name for name, ok in checks.items() if not ok]
         if failed:
             bad.append((b, d, t, k, dt, last, mis, q, failed))
+    assert not bad, f"{len(bad)} of {len(problems)} plans break a rule, e.g. {bad[:3]}"
+
+
+MEAN, SUM, NONE = 0, 1, 2
+CE_SLICE_TARGET, CE_SLICE_MAX, CE_MAX_CLUSTER = 64 * 1024, 200 * 1024, 8
+INT_MAX = (1 << 31) - 1
+
+
+def _ce_problems():
+    for rows, vocab, dt, red, mis, pad, clusters in itertools.product(
+            (1, 3, 8192, (1 << 28) + 1),
+            (1, 7, 8, 1000, 4096, 32000, 50257, 128256, 151936, 262144, 1 << 20, 12_800_000),
+            (FP32, FP16, BF16), (MEAN, SUM, NONE), (0, 2), (0, 3), (0, 1)):
+        yield (rows, vocab, dt, red, mis, pad, clusters)
+
+
+def test_cross_entropy_plans(plan_dump):
+    problems = list(_ce_problems())
+    plans = plan_dump(["ce " + " ".join(map(str, p)) for p in problems])
+    bad = []
+    for (rows, vocab, dt, red, mis, pad, clusters), q in zip(problems, plans):
+        es = 4 if dt == FP32 else 2
+        e = 16 // es
+        vec = vocab % e == 0 and (vocab + pad) * es % 16 == 0 and mis % 16 == 0
+        block = q["block"]
+        accesses = vocab // (e if vec else 1)  # a streamed row's accesses
+        checks = {
+            "count: a mean": q["count"] == int(red == MEAN),
+            "loss: a mean or sum": q["loss"] == int(red != NONE),
+            "vectorized": q["vectorized"] == int(vec),
+            # the streaming kernel, planned always (the fallback of a refused resident launch):
+            # one block a row, about four accesses a thread, the fewest threads that give it
+            "streamed rows: one block a row": q["grid"] == rows,
+            "streamed block": _pow2(block) and 32 <= block <= 1024
+                              and (block * 4 >= accesses or block == 1024)
+                              and (block == 32 or block // 2 * 4 < accesses),
+        }
+        vecs = vocab * es // 16
+        if vec and clusters:
+            cluster = 1  # the fewest CTAs (a power of two, at most 8) holding 64 KB or less each
+            while cluster < CE_MAX_CLUSTER and _ceil(vecs, cluster) * 16 > CE_SLICE_TARGET:
+                cluster *= 2
+            fits = _ceil(vecs, cluster) * 16 <= CE_SLICE_MAX and rows * cluster <= INT_MAX
+        else:
+            fits = False
+        checks["resident: vectorized rows a cluster holds"] = q["resident"] == int(fits)
+        if q["resident"]:
+            c, sv = q["cluster"], q["slice_vecs"]
+            checks.update({
+                "cluster size": _pow2(c) and c <= CE_MAX_CLUSTER and c == cluster,
+                "slices cover the row": c * sv >= vecs and (c - 1) * sv < vecs,
+                "slice in shared memory": sv * 16 <= CE_SLICE_MAX <= SMEM_LIMIT,
+                "grid limit": rows * c <= INT_MAX,
+            })
+        failed = [k for k, ok in checks.items() if not ok]
+        if failed:
+            bad.append((rows, vocab, dt, red, mis, pad, clusters, q, failed))
+    assert not bad, f"{len(bad)} of {len(problems)} plans break a rule, e.g. {bad[:3]}"
+
+
+ADAMW_CHUNK, ADAMW_THREADS = 16384, 256
+
+
+def _adamw_problems():
+    lists = ([], [1], [16384], [16385, 3, 0, 1 << 20], [7] * 40, [123_456_789, 5, 16384 * 3],
+             [1 << 31, 1])
+    for numels, max_grid, ams, master, field, mis in itertools.product(
+            lists, (-1, 0, 1, 132, 264, 2048), (0, 1), (0, 1), (0, 1, 4, 5), (0, 4, 16)):
+        # the misaligned pointer: in the first tensor (and every third one after it)
+        tensors = [(n, field if i % 3 == 0 else 0, mis if i % 3 == 0 else 0)
+                   for i, n in enumerate(numels)]
+        yield (max_grid, ams, master, tensors)
+
+
+def test_adamw_plans(plan_dump):
+    problems = list(_adamw_problems())
+    plans = plan_dump([f"aw {g} {a} {m} {len(ts)} " + " ".join(f"{n} {f} {x}" for n, f, x in ts)
+                       for g, a, m, ts in problems])
+    bad = []
+    for (max_grid, ams, master, tensors), q in zip(problems, plans):
+        chunks = [_ceil(n, ADAMW_CHUNK) for n, _, _ in tensors]
+        begins = [sum(chunks[:i]) for i in range(len(chunks))]
+        # null pointers (no amsgrad, no master) count as aligned
+        used = {0: True, 1: True, 2: True, 3: True, 4: bool(ams), 5: bool(master)}
+        aligned = [int(x % 16 == 0 or not used[f]) for _, f, x in tensors]
+        grid = 0 if max_grid < 1 else min(max_grid, max(1, sum(chunks)))
+        checks = {
+            "chunks numbered in list order": q["chunk_begin"] == begins
+                                             and q["n_chunks"] == sum(chunks),
+            "aligned: every pointer 16-byte aligned": q["aligned"] == aligned,
+            # every block resident at once (the grid synchronizes), none without a chunk
+            "cooperative grid": q["grid"] == grid and q["grid"] <= max(max_grid, 0),
+            "block": q["block"] == ADAMW_THREADS,
+        }
+        failed = [k for k, ok in checks.items() if not ok]
+        if failed:
+            bad.append((max_grid, ams, master, tensors, q, failed))
     assert not bad, f"{len(bad)} of {len(problems)} plans break a rule, e.g. {bad[:3]}"
 
 

@@ -45,7 +45,7 @@ def _rows8(tmp_path):
 [[variant]]
 name = "rows8"
 [[variant.edit]]
-file = "softmax/csrc/softmax_bwd.cu"
+file = "softmax/csrc/softmax_bwd_launchers.h"
 old = "{OLD}"
 new = "constexpr int kWarpRows = 8;"
 ''')
@@ -57,22 +57,22 @@ def test_edits_apply_once_to_a_copy(kv, tmp_path):
 name = "rows8"
 why = "8 rows a block"
 [[variant.edit]]
-file = "softmax/csrc/softmax_bwd.cu"
+file = "softmax/csrc/softmax_bwd_launchers.h"
 old = "{OLD}"
 new = "constexpr int kWarpRows = 8;"
 '''))
     assert [(x.name, x.why) for x in v] == [("rows8", "8 rows a block")]
     csrc = kv.write_sources(v[0], "softmax", tmp_path / "out")
-    text = (csrc / "softmax_bwd.cu").read_text()
+    text = (csrc / "softmax_bwd_launchers.h").read_text()
     assert "constexpr int kWarpRows = 8;" in text and OLD not in text
     assert (tmp_path / "out/kernels/common/csrc/convert.cuh").is_file()  # includes resolve
-    assert OLD in (ROOT / "kernels/softmax/csrc/softmax_bwd.cu").read_text()  # shipped intact
+    assert OLD in (ROOT / "kernels/softmax/csrc/softmax_bwd_launchers.h").read_text()  # shipped intact
 
 
 @pytest.mark.parametrize("old,match", [("no such text", "occurs 0 times"),
                                        ("#include", "occurs [0-9]+ times")])
 def test_edit_must_match_exactly_once(kv, tmp_path, old, match):
-    v = kv.Variant("x", "", [("softmax/csrc/softmax_bwd.cu", old, "y")])
+    v = kv.Variant("x", "", [("softmax/csrc/softmax_bwd_launchers.h", old, "y")])
     with pytest.raises(SuiteInputError, match=match):
         kv.write_sources(v, "softmax", tmp_path / "out")
 
@@ -115,7 +115,7 @@ def test_variant_runs_the_adapter_on_its_extension(kv):
 def test_patch_variant_applies_to_the_copy_and_bad_patches_are_refused(kv, tmp_path):
     """A patch variant is applied to the copy (never to kernels/), and a hunk that does not
     fit is refused naming the variant."""
-    rel = "kernels/softmax/csrc/softmax_bwd.cu"
+    rel = "kernels/softmax/csrc/softmax_bwd_launchers.h"
     shipped = (ROOT / rel).read_text()
     changed = shipped.replace(OLD, "constexpr int kWarpRows = 8;")
     diff = "".join(difflib.unified_diff(shipped.splitlines(True), changed.splitlines(True),
@@ -124,7 +124,7 @@ def test_patch_variant_applies_to_the_copy_and_bad_patches_are_refused(kv, tmp_p
     (tmp_path / "v.toml").write_text('[[variant]]\nname = "rows8"\npatch = "rows8.patch"\n')
     v, = kv.load_variants(tmp_path / "v.toml")
     csrc = kv.write_sources(v, "softmax", tmp_path / "ok")
-    assert "constexpr int kWarpRows = 8;" in (csrc / "softmax_bwd.cu").read_text()
+    assert "constexpr int kWarpRows = 8;" in (csrc / "softmax_bwd_launchers.h").read_text()
     assert OLD in (ROOT / rel).read_text()  # shipped intact
     bad = tmp_path / "bad.patch"
     bad.write_text((tmp_path / "rows8.patch").read_text().replace(OLD, "constexpr int kNoSuch = 4;"))

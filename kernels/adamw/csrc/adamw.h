@@ -1,5 +1,6 @@
-// Parameters of the one-launch multi-tensor AdamW step (adamw.cu): a table of the list's
-// tensors on the device, and the step's scalars. Host code and kernels share it; no torch.
+// Parameters of the one-launch multi-tensor AdamW step (adamw_step.cu): a table of the
+// list's tensors on the device, and the step's scalars, and the launch's plan. Host code
+// and kernels share it; no torch.
 #pragma once
 
 #include <cstdint>
@@ -50,7 +51,19 @@ struct AdamwParams {
   unsigned *barrier;
 };
 
-// The most blocks a launch of these template arguments uses on the current device (all
-// resident at once: the grid synchronizes once); a negative value is a CUDA error.
+// The grid a step gets (adamw_plan.cpp); the binding sizes the scratch from adamw_max_grid.
+struct AdamwPlan {
+  dim3 grid, block;  // grid.x 0: no block of the kernel fits the device
+};
+
+// Numbers the list's chunks: each entry's chunk_begin (its first chunk, in list order) and
+// `aligned` (every pointer it holds 16-byte aligned, a null one counting as aligned:
+// 4-element vector accesses), from its pointers and numel; returns the list's chunk count
+// (n_chunks).
+int64_t adamw_chunk_table(AdamwTensor *tensors, int n_tensors);
+// The most blocks a launch of p's kernel (its dtypes and features) can keep resident on the
+// current device at once (the grid synchronizes once); a negative value is a CUDA error.
 int adamw_max_grid(const AdamwParams &p);
-cudaError_t adamw_launch(const AdamwParams &p, cudaStream_t stream);
+// max_grid: adamw_max_grid(p).
+AdamwPlan adamw_plan(const AdamwParams &p, int max_grid);
+cudaError_t adamw_launch(const AdamwParams &p, const AdamwPlan &plan, cudaStream_t stream);

@@ -1,4 +1,4 @@
-// Thin torch binding of the one-launch AdamW step (adamw.cu): reads the Python lists
+// Thin torch binding of the one-launch AdamW step (adamw_step.cu): reads the Python lists
 // without converting them to vectors of tensors (a step over 4000 tensors would spend
 // milliseconds there), checks every tensor, and ships the tensor table to the device in
 // one asynchronous copy from pinned memory.
@@ -49,8 +49,6 @@ void check_member(const at::Tensor &t, const at::Tensor &p, at::ScalarType dtype
   TORCH_CHECK(t.numel() == p.numel(), name, "[", i, "] has ", t.numel(),
               " elements, its parameter ", p.numel());
 }
-
-bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 // Per device: the blocks' partial results and the grid barrier (zeroed once; every launch
 // leaves it zeroed), kept for the process's life.
@@ -116,7 +114,6 @@ void adamw_step(py::handle params_obj, py::handle grads_obj, py::handle master_o
   at::Tensor host = at::empty({int64_t(bytes)}, at::TensorOptions().dtype(at::kByte)
                                                     .pinned_memory(true));
   auto *table = reinterpret_cast<AdamwTensor *>(host.data_ptr());
-  int64_t chunks = 0;
   for (size_t i = 0; i < n; ++i) {
     const at::Tensor &p = *params[i];
     check_tensor(p, ref, pdt, "params", i);
@@ -133,13 +130,9 @@ void adamw_step(py::handle params_obj, py::handle grads_obj, py::handle master_o
     t.max_exp_avg_sq = amsgrad ? vmax[i]->data_ptr<float>() : nullptr;
     t.master = master.empty() ? nullptr : master[i]->data_ptr<float>();
     t.numel = p.numel();
-    t.chunk_begin = chunks;
-    t.aligned = aligned16(t.param) && aligned16(t.grad) && aligned16(t.exp_avg) &&
-                aligned16(t.exp_avg_sq) && (!amsgrad || aligned16(t.max_exp_avg_sq)) &&
-                (master.empty() || aligned16(t.master));
     t.pad_ = 0;
-    chunks += (t.numel + kAdamwChunk - 1) / kAdamwChunk;
   }
+  const int64_t chunks = adamw_chunk_table(table, int(n));
 
   c10::cuda::CUDAGuard guard(ref.device());
   // the caching host allocator keeps `host` until this copy has run
@@ -173,11 +166,12 @@ void adamw_step(py::handle params_obj, py::handle grads_obj, py::handle master_o
   const int grid = adamw_max_grid(a);
   TORCH_CHECK(grid > 0, "adamw: no grid for this device: ",
               cudaGetErrorString(cudaError_t(-grid)));
+  const AdamwPlan plan = adamw_plan(a, grid);
   Scratch &s = scratch_for(ref, grid);
   a.partial_sumsq = s.sumsq.data_ptr<double>();
   a.partial_found = s.found.data_ptr<int>();
   a.barrier = reinterpret_cast<unsigned *>(s.barrier.data_ptr<int>());
-  const cudaError_t err = adamw_launch(a, c10::cuda::getCurrentCUDAStream().stream());
+  const cudaError_t err = adamw_launch(a, plan, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == cudaSuccess, "adamw launch failed: ", cudaGetErrorString(err));
 }
 

@@ -1,6 +1,7 @@
-// Parameters of the fused cross-entropy forward + backward (cross_entropy.cu): one pass
-// over each row of logits for the loss and dlogits, the non-ignored count and the loss
-// reduction on the device. Host code and kernels share it; no torch.
+// Parameters of the fused cross-entropy forward + backward: one pass over each row of
+// logits for the loss and dlogits, the non-ignored count and the loss reduction on the
+// device (cross_entropy_plan.cpp says which kernel does what). Host code and kernels share
+// it; no torch.
 #pragma once
 
 #include <cstdint>
@@ -29,13 +30,21 @@ struct CrossEntropyParams {
   int seq_len;                  // T, for the shift
 };
 
-// Launches (count for a mean, rows, loss reduction for a mean or sum) on `stream`.
-cudaError_t cross_entropy_launch(const CrossEntropyParams &p, cudaStream_t stream);
+// Which kernels and tiling a problem gets.
+struct CrossEntropyPlan {
+  bool count;       // a mean: the count kernel first, the rows kernel its programmatic dependent
+  bool loss;        // a mean or sum: the loss kernel last
+  bool vectorized;  // rows of whole 16-byte vectors, 16-byte aligned
+  bool resident;    // rows read once, held in shared memory (cross_entropy_resident.cu)
+  int cluster;      // resident: CTAs a row (1, or a cluster of up to kMaxCluster)
+  int slice_vecs;   // resident: 16-byte vectors of the row a CTA holds
+  // the streaming rows kernel (cross_entropy_rows.cu): one block a row; also where the
+  // resident launch is refused (cudaErrorNotSupported)
+  dim3 grid, block;
+};
 
-// The rows kernel that reads each row once, holding it in shared memory (split over a
-// cluster of CTAs when long; cross_entropy_resident.cu), for rows of 16-byte vectors:
-// cudaErrorNotSupported where the row does not fit or the device has no clusters, and
-// the caller streams the row instead. after_count: launched as a programmatic dependent
-// of the count kernel.
-cudaError_t ce_resident_launch(const CrossEntropyParams &p, bool after_count,
-                               cudaStream_t stream);
+// clusters: the device launches thread-block clusters (cudaDevAttrClusterLaunch).
+CrossEntropyPlan cross_entropy_plan(const CrossEntropyParams &p, bool clusters);
+// The plan's kernels on `stream`: count (a mean), rows, loss (a mean or sum).
+cudaError_t cross_entropy_launch(const CrossEntropyParams &p, const CrossEntropyPlan &plan,
+                                 cudaStream_t stream);

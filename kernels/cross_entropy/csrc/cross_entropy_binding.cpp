@@ -1,5 +1,6 @@
-// Thin torch binding of the fused cross entropy (cross_entropy.cu): every check before
-// the launch, messages that name the tensor; the small workspaces from torch's allocator.
+// Thin torch binding of the fused cross entropy (cross_entropy_plan.cpp): every check
+// before the launch, messages that name the tensor; the small workspaces from torch's
+// allocator.
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/extension.h>
@@ -85,7 +86,14 @@ void cross_entropy_fwd_bwd(const at::Tensor &logits, const at::Tensor &targets,
   p.reduction = red;
   p.shift = shift;
   p.seq_len = int(shift ? seq_len : 1);
-  const cudaError_t err = cross_entropy_launch(p, c10::cuda::getCurrentCUDAStream().stream());
+  int clusters = 0;  // the resident rows kernel needs thread-block clusters
+  const cudaError_t query =
+      cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, logits.get_device());
+  TORCH_CHECK(query == cudaSuccess, "cross_entropy: cudaDeviceGetAttribute failed: ",
+              cudaGetErrorString(query));
+  const CrossEntropyPlan plan = cross_entropy_plan(p, clusters != 0);
+  const cudaError_t err =
+      cross_entropy_launch(p, plan, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == cudaSuccess, "cross_entropy launch failed: ", cudaGetErrorString(err));
 }
 

@@ -2,7 +2,7 @@
 // long row, a cluster of CTAs each holding a slice of it) is copied into shared memory,
 // its statistics reduced on chip and merged across the cluster through distributed shared
 // memory, and dlogits computed from the copy. The compulsory bytes (logits read once,
-// dlogits written once) are all this moves; the streaming kernel (cross_entropy.cu)
+// dlogits written once) are all this moves; the streaming kernel (cross_entropy_rows.cu)
 // reads every row twice.
 //
 // Ownership: each thread copies (cp.async) and later reads only its own 16-byte vectors,
@@ -14,22 +14,16 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <climits>
+#include <cstdint>
 
 #include "../../common/csrc/dependent_launch.cuh"
 #include "../../common/csrc/row_pipeline.cuh"
-#include "../../common/csrc/static_switch.h"
 #include "cross_entropy.h"
+#include "cross_entropy_launchers.h"
 #include "cross_entropy_row.cuh"
 
 namespace {
 
-constexpr int kThreads = 256;
-// Bytes of a row one CTA holds: up to 64 KB keeps 3 CTAs (rows) an SM in flight; longer
-// rows are split over a cluster of up to kMaxCluster CTAs (portable cluster size).
-constexpr int kSliceTarget = 64 * 1024;
-constexpr int kMaxCluster = 8;
-constexpr int kSliceMax = 200 * 1024;
 // Commit groups of a CTA's copies when a cluster holds the row: the reduction starts when
 // the first has landed, so the cluster's barrier, which every CTA of the row waits at,
 // comes sooner after the last. One group without a cluster, where 3 CTAs an SM already
@@ -87,8 +81,8 @@ __device__ __forceinline__ void wait_groups_left(int gi) {
 // One row per cluster; CTA `rank` holds vectors [rank * slice_vecs, + slice_vecs) of it.
 // kGroups: commit groups of its copies (1 without a cluster; kClusterGroups with one).
 template <typename T, bool kCap, int kGroups>
-__global__ void __launch_bounds__(kThreads) ce_resident_kernel(CrossEntropyParams p,
-                                                                 int slice_vecs) {
+__global__ void __launch_bounds__(kResidentThreads)
+    ce_resident_kernel(CrossEntropyParams p, int slice_vecs) {
   constexpr int kN = 16 / int(sizeof(T));
   extern __shared__ __align__(16) unsigned char row_smem[];
   __shared__ float4 part;    // this CTA's (m, s, sx, target logit or NaN)
@@ -104,7 +98,7 @@ __global__ void __launch_bounds__(kThreads) ce_resident_kernel(CrossEntropyParam
   float *row_out = p.reduction == CeReduction::kNone ? p.loss : p.row_loss;
 
   if (y == p.ignore_index) {  // no loss, a zero gradient slice; no CTA of it syncs
-    for (int i = threadIdx.x; i < mine; i += kThreads)
+    for (int i = threadIdx.x; i < mine; i += kResidentThreads)
       __stcs(reinterpret_cast<uint4 *>(dx + i * kN), make_uint4(0, 0, 0, 0));
     if (rank == 0 && threadIdx.x == 0) row_out[row] = 0.f;
     wait_for_primary();  // not done before the count: the loss kernel relies on that
@@ -116,11 +110,11 @@ __global__ void __launch_bounds__(kThreads) ce_resident_kernel(CrossEntropyParam
       static_cast<const T *>(p.logits) + row * p.logits_row, p.softcap) : 0.f;
   ce::Partial a;
   if constexpr (kGroups == 1) {
-    for (int i = threadIdx.x; i < mine; i += kThreads)
+    for (int i = threadIdx.x; i < mine; i += kResidentThreads)
       rowpipe::cp_async16(smem + i * 16, x + i * kN, 16);
     rowpipe::cp_async_commit();
     rowpipe::cp_async_wait<0>();
-    for (int i = threadIdx.x; i < mine; i += kThreads) {
+    for (int i = threadIdx.x; i < mine; i += kResidentThreads) {
       float v[kN];
       ce::unpack<T, kN>(rowpipe::lds16(smem + i * 16), v);
       if constexpr (kCap) ce::cap_all(v, p.softcap);
@@ -130,12 +124,13 @@ __global__ void __launch_bounds__(kThreads) ce_resident_kernel(CrossEntropyParam
     // The copies in kGroups commit groups, reduced group by group as they land: the
     // reduction of a thread's first vectors overlaps the flight of its last (the same
     // vectors in the same order as one group takes them).
-    const int per = (slice_vecs + kThreads - 1) / kThreads;  // vectors a thread, at most
+    // vectors a thread, at most
+    const int per = (slice_vecs + kResidentThreads - 1) / kResidentThreads;
     const int per_group = (per + kGroups - 1) / kGroups;
 #pragma unroll
     for (int gi = 0; gi < kGroups; ++gi) {
       for (int k = gi * per_group; k < min(per, (gi + 1) * per_group); ++k) {
-        const int i = int(threadIdx.x) + k * kThreads;
+        const int i = int(threadIdx.x) + k * kResidentThreads;
         if (i < mine) rowpipe::cp_async16(smem + i * 16, x + i * kN, 16);
       }
       rowpipe::cp_async_commit();
@@ -144,7 +139,7 @@ __global__ void __launch_bounds__(kThreads) ce_resident_kernel(CrossEntropyParam
     for (int gi = 0; gi < kGroups; ++gi) {
       wait_groups_left<kGroups>(gi);
       for (int k = gi * per_group; k < min(per, (gi + 1) * per_group); ++k) {
-        const int i = int(threadIdx.x) + k * kThreads;
+        const int i = int(threadIdx.x) + k * kResidentThreads;
         if (i >= mine) break;
         float v[kN];
         ce::unpack<T, kN>(rowpipe::lds16(smem + i * 16), v);
@@ -191,7 +186,7 @@ __global__ void __launch_bounds__(kThreads) ce_resident_kernel(CrossEntropyParam
       ce::row_grad(p, row, ce::Partial{mg.x, mg.y, mg.z}, mg.w, x0, in_range, &loss);
   if (rank == 0 && threadIdx.x == 0) row_out[row] = loss;
 
-  for (int i = threadIdx.x; i < mine; i += kThreads) {
+  for (int i = threadIdx.x; i < mine; i += kResidentThreads) {
     float v[kN], g[kN];
     ce::unpack<T, kN>(rowpipe::lds16(smem + i * 16), v);
     ce::grad_of<kN, kCap>(r, v, int64_t(v0 + i) * kN, y, p.softcap, g);
@@ -200,49 +195,37 @@ __global__ void __launch_bounds__(kThreads) ce_resident_kernel(CrossEntropyParam
   if (C > 1) cluster_wait();
 }
 
+}  // namespace
+
 template <typename T, bool kCap>
-cudaError_t launch(const CrossEntropyParams &p, int cluster, int slice_vecs, bool after_count,
-                   cudaStream_t stream) {
-  auto *kernel = cluster > 1 ? &ce_resident_kernel<T, kCap, kClusterGroups>
-                             : &ce_resident_kernel<T, kCap, 1>;
+cudaError_t ce_job::resident(const CrossEntropyParams &p, const CrossEntropyPlan &plan,
+                             cudaStream_t stream) {
+  auto *kernel = plan.cluster > 1 ? &ce_resident_kernel<T, kCap, kClusterGroups>
+                                  : &ce_resident_kernel<T, kCap, 1>;
   // per call: the attribute belongs to the current device
   const cudaError_t attr = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSliceMax);
   if (attr != cudaSuccess) return attr;
   cudaLaunchAttribute attrs[2];
   attrs[0].id = cudaLaunchAttributeClusterDimension;
-  attrs[0].val.clusterDim.x = unsigned(cluster);
+  attrs[0].val.clusterDim.x = unsigned(plan.cluster);
   attrs[0].val.clusterDim.y = 1;
   attrs[0].val.clusterDim.z = 1;
   attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attrs[1].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(p.rows * cluster));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = size_t(slice_vecs) * 16;
+  cfg.gridDim = dim3(unsigned(p.rows * plan.cluster));
+  cfg.blockDim = dim3(kResidentThreads);
+  cfg.dynamicSmemBytes = size_t(plan.slice_vecs) * 16;
   cfg.stream = stream;
   cfg.attrs = attrs;
-  cfg.numAttrs = after_count ? 2 : 1;
-  return cudaLaunchKernelEx(&cfg, kernel, p, slice_vecs);
+  cfg.numAttrs = plan.count ? 2 : 1;
+  return cudaLaunchKernelEx(&cfg, kernel, p, plan.slice_vecs);
 }
 
-}  // namespace
-
-cudaError_t ce_resident_launch(const CrossEntropyParams &p, bool after_count,
-                               cudaStream_t stream) {
-  int device = 0, clusters = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, device);
-  if (err != cudaSuccess) return err;
-  if (!clusters) return cudaErrorNotSupported;
-  const int64_t vecs = int64_t(p.vocab) * elem_size(p.dtype) / 16;
-  int cluster = 1;
-  while (cluster < kMaxCluster && (vecs + cluster - 1) / cluster * 16 > kSliceTarget) cluster *= 2;
-  const int64_t slice_vecs = (vecs + cluster - 1) / cluster;
-  if (slice_vecs * 16 > kSliceMax || p.rows * cluster > INT_MAX) return cudaErrorNotSupported;
-  return DTYPE_SWITCH(p.dtype, T, [&] {
-    return BOOL_SWITCH(p.softcap > 0.f, kCap, [&] {
-      return launch<T, kCap>(p, cluster, int(slice_vecs), after_count, stream);
-    });
-  });
-}
+template cudaError_t ce_job::resident<float, false>(const CrossEntropyParams &, const CrossEntropyPlan &, cudaStream_t);
+template cudaError_t ce_job::resident<float, true>(const CrossEntropyParams &, const CrossEntropyPlan &, cudaStream_t);
+template cudaError_t ce_job::resident<__half, false>(const CrossEntropyParams &, const CrossEntropyPlan &, cudaStream_t);
+template cudaError_t ce_job::resident<__half, true>(const CrossEntropyParams &, const CrossEntropyPlan &, cudaStream_t);
+template cudaError_t ce_job::resident<__nv_bfloat16, false>(const CrossEntropyParams &, const CrossEntropyPlan &, cudaStream_t);
+template cudaError_t ce_job::resident<__nv_bfloat16, true>(const CrossEntropyParams &, const CrossEntropyPlan &, cudaStream_t);

@@ -1,7 +1,8 @@
-// The per-row arithmetic both cross-entropy row kernels share (cross_entropy.cu streams a
-// row twice, cross_entropy_resident.cu holds it in shared memory): the target after the
-// shift, (max, sum of exp) partials and their fixed-order merge, the softcap, 16-byte
-// element vectors, and the loss and gradient of one row from its statistics.
+// The per-row arithmetic both cross-entropy row kernels share (cross_entropy_rows.cu
+// streams a row twice, cross_entropy_resident.cu holds it in shared memory): the target
+// after the shift, (max, sum of exp) partials and their fixed-order merge (through
+// reduce.cuh), the softcap, 16-byte element vectors, and the loss and gradient of one row
+// from its statistics.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -11,11 +12,12 @@
 #include <type_traits>
 
 #include "../../common/csrc/convert.cuh"
+#include "../../common/csrc/reduce.cuh"
 #include "cross_entropy.h"
+#include "cross_entropy_launchers.h"
 
 namespace ce {
 
-constexpr int kMaxThreads = 1024;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // The target row `row` is scored against (the shift: the next position's label within
@@ -42,29 +44,49 @@ struct Partial {
   float m = -INFINITY, s = 0.f, sx = 0.f;
 };
 
-// The block's partials merged in a fixed order (an xor butterfly per warp, then the warps
-// in order), in every thread: the same bits everywhere, run after run.
-__device__ __forceinline__ Partial block_merge(Partial a) {
-  __shared__ float sm_m[kMaxThreads / 32], sm_s[kMaxThreads / 32], sm_x[kMaxThreads / 32];
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) {
+// A warp's partial in its slots (PartialSlots): field f at f[w].
+struct PartialAt {
+  const float *m, *s, *sx;
+  int w;
+  __device__ __forceinline__ operator Partial() const { return Partial{m[w], s[w], sx[w]}; }
+};
+
+// The warps' partials in shared memory (rowsum::WarpSlots), a float array a field.
+struct PartialSlots {
+  using value_type = Partial;
+  float *m, *s, *sx;
+  __device__ __forceinline__ void store_if(bool cond, int w, const Partial &a) const {
+    if (cond) {
+      m[w] = a.m;
+      s[w] = a.s;
+      sx[w] = a.sx;
+    }
+  }
+  __device__ __forceinline__ PartialAt at(int w) const { return {m, s, sx, w}; }
+};
+
+// Partials merged, rowsum's reduction step: the (max, sum) pairs by merge, the sums of x
+// added; with another lane's partial (each field's shuffle where it is used) or with a
+// warp's slots (each field read where it is used).
+struct MergeStep {
+  __device__ __forceinline__ void with_lane(Partial &a, int off) const {
     merge(a.m, a.s, __shfl_xor_sync(0xffffffffu, a.m, off),
           __shfl_xor_sync(0xffffffffu, a.s, off));
     a.sx += __shfl_xor_sync(0xffffffffu, a.sx, off);
   }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  if (lane == 0) {
-    sm_m[warp] = a.m;
-    sm_s[warp] = a.s;
-    sm_x[warp] = a.sx;
+  __device__ __forceinline__ void operator()(Partial &a, const PartialAt &b) const {
+    merge(a.m, a.s, b.m[b.w], b.s[b.w]);
+    a.sx += b.sx[b.w];
   }
-  __syncthreads();
-  Partial r{sm_m[0], sm_s[0], sm_x[0]};
-  for (int w = 1; w < warps; ++w) {
-    merge(r.m, r.s, sm_m[w], sm_s[w]);
-    r.sx += sm_x[w];
-  }
-  return r;
+};
+
+// The block's partials merged in a fixed order (an xor butterfly per warp, then the warps
+// in order: reduce.cuh), in every thread: the same bits everywhere, run after run.
+__device__ __forceinline__ Partial block_merge(Partial a) {
+  __shared__ float sm_m[kMaxThreads / 32], sm_s[kMaxThreads / 32], sm_x[kMaxThreads / 32];
+  const rowsum::WarpSlots<PartialSlots> slots{{sm_m, sm_s, sm_x}};
+  const int warps = slots.put(rowsum::warp_reduce(a, MergeStep{}));
+  return slots.reduce(warps, MergeStep{});
 }
 
 // c tanh(x / c) in double: under --use_fast_math tanhf is the hardware approximation

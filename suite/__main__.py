@@ -1,5 +1,0 @@
-import sys
-
-from bwd_suite.suite.cli import main
-
-sys.exit(main())
