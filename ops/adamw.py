@@ -27,20 +27,12 @@ import torch
 from bwd_suite.golden import adamw as golden
 from bwd_suite.ops import adamw_stats
 from bwd_suite.ops.adamw_diagnosis import SPEC as DIAGNOSIS
+from bwd_suite.ops.adamw_shapes import PRESETS, shapes
 from bwd_suite.suite import inputs as mk
 from bwd_suite.suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass
 from bwd_suite.suite.params import FloatRange, IntList, IntRange, Param, ParamSet
 from bwd_suite.suite.registry import register_op
 
-# Parameter lists by name (shapes). gpt2_large: GPT-2 large's 436 tensors (774M
-# parameters: 36 layers of 12, the two embeddings and the final LayerNorm).
-_GPT2_LAYER = [(1280,), (1280,), (1280, 3840), (3840,), (1280, 1280), (1280,), (1280,),
-               (1280,), (1280, 5120), (5120,), (5120, 1280), (1280,)]
-PRESETS = {
-    "mixed": [(4, 8), (8,), (3, 5, 7), (1,), (130,), (2, 1, 33)],
-    "tiny_many": [(7,)] * 24 + [(1,)] * 8,
-    "gpt2_large": [(50257, 1280), (1024, 1280)] + _GPT2_LAYER * 36 + [(1280,), (1280,)],
-}
 GRADS = ("randn", "zero", "inf_one", "nan_one")
 
 
@@ -151,11 +143,6 @@ def rewrites(p: Mapping) -> list:
         out.append({"preset": "", "sizes": full, "repeat": 1,
                     "grad_sizes": full if p["grad_sizes"] else []})
     return [dict(p, **r) for r in out]
-
-
-def shapes(p: Mapping) -> list:
-    one = list(PRESETS[p["preset"]]) if p["preset"] else [(n,) for n in p["sizes"]]
-    return one * p["repeat"]
 
 
 def check_case(p: Mapping):

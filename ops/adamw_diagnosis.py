@@ -1,6 +1,6 @@
 """What the adamw op's outputs and features mean to the failure diagnosis.
 
-Every output but found_inf is a list of tensors (the parameter list); suite/diagnosis.py
+Every output but found_inf is a list of tensors (the parameter list); suite/diagnosis/
 measures a list as one concatenated whole and runs its period search along the list
 index ("every tensor but the first"). This module adds the reference terms, the case
 features, the causes and the rules.
@@ -21,15 +21,16 @@ decay coupled as L2, the unscale and the clip reach the moments.
 
 from __future__ import annotations
 
-import enum
 import math
 from typing import Mapping
 
 import torch
 
 from bwd_suite.golden import adamw as golden
+from bwd_suite.ops.adamw_causes import Cause
+from bwd_suite.ops.adamw_shapes import shapes
 from bwd_suite.suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
-                             Rule, Term, fallback, generic_causes)
+                                       Rule, Term, fallback, generic_causes)
 
 MOMENTS = ("exp_avg", "exp_avg_sq")
 WEIGHTS = ("params", "master")  # where the update lands (the master, when there is one)
@@ -42,27 +43,9 @@ MAX_TERM_TENSORS = 1024
 MAX_TERM_ELEMENTS = 1 << 22
 
 
-class Cause(enum.Enum):
-    """Likely causes; the values are stored in `diagnosis_cause` and in mutants'
-    `planted_cause` (with the generic ones of `suite.diagnosis.Generic`)."""
-
-    BIAS_CORRECTION = "bias_correction"
-    COUPLED_DECAY = "coupled_decay"
-    EPS_IN_SQRT = "eps_in_sqrt"
-    SKIP_IGNORED = "skip_ignored"
-    CLIP_ABOVE_ONE = "clip_above_one"
-    MOMENTS_16BIT = "moments_16bit"
-    MASTER_STALE = "master_stale"
-    STEP_PER_TENSOR = "step_per_tensor"
-    UNSCALE_MISSING = "unscale_missing"
-    AMSGRAD_UNUSED = "amsgrad_unused"
-
-
 # ---------------------------------------------------------------- case features
 
 def _n_tensors(p: Mapping) -> int:
-    from bwd_suite.ops.adamw import shapes  # ops.adamw imports this module
-
     return len(shapes(p))
 
 

@@ -6,7 +6,7 @@ vector, of the sequence and of each chunk; positions near packed boundaries; pad
 batch index; the partial vector of 8 channels and each 64-channel tile), the reference
 terms a wrong output is compared with (the right-halo gradients' contribution, the state
 path, the batches after the first, the taps across packed boundaries), the case features
-that matter, the causes, and the rules from evidence to cause. `suite/diagnosis.py` does
+that matter, the causes, and the rules from evidence to cause. `suite/diagnosis/` does
 the measuring and scoring.
 
 Terms are computed from the float64 golden, which is linear in dout: the contribution of a
@@ -15,7 +15,6 @@ set S of output positions to every gradient is golden.backward with dout zeroed 
 
 from __future__ import annotations
 
-import enum
 import math
 from typing import Mapping
 
@@ -23,35 +22,15 @@ import torch
 import torch.nn.functional as F
 
 from bwd_suite.golden import causal_conv1d as golden
+from bwd_suite.ops.causal_conv1d_causes import Cause
 from bwd_suite.suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, PARTIAL_RESIDUAL,
-                             CauseSpec, DiagnosisSpec, Evidence, Feature, Region, Rule, Term,
-                             fallback, generic_causes)
+                                       CauseSpec, DiagnosisSpec, Evidence, Feature, Region, Rule,
+                                       Term, fallback, generic_causes)
 
 TILES = (64, 128)  # Dao's channel-last backward: 64-step tiles for L <= 128, else 128
 VECTOR = 8  # elements per vector load (16 bytes of bf16): time steps or channels
 CHANNEL_TILE = 64  # channels per block of the channel-last kernel
 MAX_INDEXED = 8  # one region per batch index / channel tile up to this many
-
-
-class Cause(enum.Enum):
-    """Likely causes; the values are stored in `diagnosis_cause` and in mutants'
-    `planted_cause`."""
-
-    RIGHT_HALO = "right_halo"
-    OUT_OF_RANGE = "out_of_range_gradients"
-    SILU_HALO_RECOMPUTE = "silu_recompute_halo"
-    SILU_RECOMPUTE_BIAS = "silu_recompute_bias"
-    SILU_DERIVATIVE = "silu_derivative"
-    HALO_IN_DWEIGHT = "halo_in_dweight"
-    BATCH_REDUCTION = "batch_reduction"
-    DFINAL_PATH = "dfinal_path_missing"
-    DFINAL_SCALED = "dfinal_path_scaled"
-    SHORT_SEQ_STATE = "short_sequence_state"
-    DINIT_DFINAL = "dinit_dfinal_path"
-    PACKED_MASK = "packed_mask"
-    DWEIGHT_MASK = "dweight_mask"
-    PADDING = "padding_not_masked"
-    CHANNEL_TAIL = "channel_tail"
 
 
 # ---------------------------------------------------------------- case features

@@ -12,14 +12,14 @@ position ignored), seq_len (T, for the shift). Outputs: loss (fp32: () or (N,)) 
 dlogits (N, V) in the logits dtype.
 
 An implementation without an alignment entry point aligns the targets with
-`shift_targets` below first. Gradient accumulation (accumulation = k > 1) is the op's
-`invoke`, the trainer's loop: the batch is split along B into k micro-batches and the
-implementation called on each; the case's loss is the sum of theirs and dlogits their
-rows. With normalize = global_tokens (the fixed Trainer, transformers #34191) each call
-runs reduction sum with grad_loss / D, D the non-ignored count over all micro-batches,
-and the loss is divided by D; with micro_batch (the 2024 bug's semantics) each runs its
-own mean with grad_loss / k, and the loss is divided by k. The golden computes whichever
-the case asks for.
+`shift_targets` (ops/cross_entropy_labels.py) first. Gradient accumulation (accumulation
+= k > 1) is the op's `invoke`, the trainer's loop: the batch is split along B into k
+micro-batches and the implementation called on each; the case's loss is the sum of theirs
+and dlogits their rows. With normalize = global_tokens (the fixed Trainer, transformers
+#34191) each call runs reduction sum with grad_loss / D, D the non-ignored count over all
+micro-batches, and the loss is divided by D; with micro_batch (the 2024 bug's semantics)
+each runs its own mean with grad_loss / k, and the loss is divided by k. The golden
+computes whichever the case asks for.
 
 A mean over zero tokens is 0 with a zero gradient (the golden's convention, Liger's);
 PyTorch gives NaN: torch_ref declares those cases known failures.
@@ -43,6 +43,10 @@ import torch
 
 from bwd_suite.golden import cross_entropy as golden
 from bwd_suite.ops.cross_entropy_diagnosis import SPEC as DIAGNOSIS
+# aligned, empty_mean and shift_targets also as the op's public names: adapters and tests
+# call ops.cross_entropy.aligned
+from bwd_suite.ops.cross_entropy_labels import (aligned, constant_target, empty_mean,  # noqa: F401
+                                                label_mask, shift_targets)
 from bwd_suite.suite import inputs as mk
 from bwd_suite.suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass, call_once
 from bwd_suite.suite.params import FloatRange, IntRange, Param, ParamSet, token_unless_default
@@ -133,80 +137,6 @@ def check_case(p: Mapping):
     if p["label_smoothing"] > 1:
         return "label_smoothing", f"{p['label_smoothing']!r} must be in [0, 1]"
     return None
-
-
-# ---------------------------------------------------------------- alignment
-
-def label_mask(p: Mapping) -> torch.Tensor:
-    """Bool (B, T): the positions whose label the collator keeps (masks and eos), before
-    any shift; deterministic from the parameters."""
-    B, T = p["batch"], p["seq"]
-    keep = torch.ones(B, T, dtype=torch.bool)
-    last = torch.full((B,), T - 1)  # the EOS position of each sequence
-    k, mask = p["mask_len"], p["mask"]
-    if mask == "prompt":
-        keep[:, :k] = False
-    elif mask in ("padding_right", "padding_left"):
-        for b in range(B):
-            pad = k * (b + 1) // B
-            if mask == "padding_right":
-                keep[b, T - pad:] = False
-                last[b] = T - 1 - pad
-            else:
-                keep[b, :pad] = False
-    elif mask == "all_ignored_row":
-        keep[0] = False
-    elif mask == "all_ignored_batch":
-        keep[:] = False
-    if not p["eos"]:
-        for b in range(B):
-            if last[b] >= 0:
-                keep[b, last[b]] = False
-    return keep
-
-
-def shift_targets(targets: torch.Tensor, seq_len: int, ignore_index: int) -> torch.Tensor:
-    """Causal-LM alignment (HF ForCausalLMLoss): each sequence of seq_len labels shifted
-    left by one, so position t is scored against the label of t + 1; the last position
-    of each sequence gets ignore_index (never the next sequence's first label)."""
-    t = targets.reshape(-1, seq_len)
-    out = torch.full_like(t, ignore_index)
-    out[:, :-1] = t[:, 1:]
-    return out.reshape(-1)
-
-
-def aligned(targets: torch.Tensor, shift: bool, seq_len: int, ignore_index: int):
-    """The targets scored, for implementations with no alignment entry point."""
-    return shift_targets(targets, seq_len, ignore_index) if shift else targets
-
-
-def constant_target(p: Mapping):
-    """The id every token has, or None when they are drawn (V = 1 draws only 0)."""
-    return {"zero": 0, "last": p["vocab"] - 1, "class": p["target_class"]}.get(
-        p["targets"], 0 if p["vocab"] == 1 else None)
-
-
-def scored(p: Mapping) -> torch.Tensor:
-    """Bool (B, T) of the positions scored, as far as the parameters decide it (a drawn id
-    equal to an ignore_index inside the vocabulary is not foreseen)."""
-    keep = label_mask(p)
-    if constant_target(p) == p["ignore_index"]:
-        keep[:] = False
-    if p["shift"]:
-        shifted = torch.zeros_like(keep)
-        shifted[:, :-1] = keep[:, 1:]
-        keep = shifted
-    return keep
-
-
-def empty_mean(p: Mapping) -> bool:
-    """Some mean of the case is over zero tokens (PyTorch: NaN, the golden: 0)."""
-    if p["reduction"] != "mean":
-        return False
-    keep = scored(p)
-    if p["normalize"] == "micro_batch":
-        return bool((keep.reshape(p["accumulation"], -1).sum(dim=1) == 0).any())
-    return not bool(keep.any())
 
 
 def fuzz_bounds(p: Mapping, device: str):

@@ -1,7 +1,7 @@
 """What the cross_entropy op's outputs and features mean to the failure diagnosis.
 
 dlogits has the axes (token, class), loss (token,) for reduction none and none for mean
-and sum. No fixed regions: the period search of `suite/diagnosis.py` finds where along
+and sum. No fixed regions: the period search of `suite/diagnosis/` finds where along
 the tokens and classes the wrong elements sit. This module adds the reference terms, the
 case features, the causes and the rules.
 
@@ -22,32 +22,19 @@ and a gradient on ignored tokens leave the loss right.
 
 from __future__ import annotations
 
-import enum
 from typing import Mapping
 
 import torch
 
+from bwd_suite.ops.cross_entropy_causes import Cause
+from bwd_suite.ops.cross_entropy_labels import aligned, constant_target, scored
 from bwd_suite.suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
-                             Rule, Term, fallback, generic_causes)
+                                       Rule, Term, fallback, generic_causes)
+from bwd_suite.suite.inputs import DTYPES
 
 OUTPUTS = ("loss", "dlogits")
 # the terms cost about ten float64 evaluations of the op: left out beyond this size
 MAX_TERM_ELEMENTS = 1 << 24
-
-
-class Cause(enum.Enum):
-    """Likely causes; the values are stored in `diagnosis_cause` and in mutants'
-    `planted_cause` (with the generic ones of `suite.diagnosis.Generic`)."""
-
-    MEAN_COUNTS_IGNORED = "mean_counts_ignored"
-    SHIFT_MISSING = "shift_missing"
-    SHIFT_CROSSES = "shift_crosses_sequences"
-    IGNORED_GRADIENT = "ignored_gradient"
-    SMOOTHING_V_MINUS_1 = "smoothing_v_minus_1"
-    Z_LOSS_GRADIENT = "z_loss_gradient_missing"
-    SOFTCAP_DERIVATIVE = "softcap_derivative_missing"
-    EMPTY_MEAN_NAN = "empty_mean_nan"
-    LSE_PRECISION = "lse_precision"
 
 
 # ---------------------------------------------------------------- case features
@@ -63,12 +50,10 @@ def _calls(p: Mapping) -> tuple:
 
 
 def case_features(p: Mapping) -> dict:
-    from bwd_suite.ops import cross_entropy as op  # ops.cross_entropy imports this module
-
-    keep = op.scored(p)
+    keep = scored(p)
     V = p["vocab"]
     # an ignore_index inside the vocabulary may be drawn among the random ids
-    drawn = op.constant_target(p) is None and 0 <= p["ignore_index"] < V
+    drawn = constant_target(p) is None and 0 <= p["ignore_index"] < V
     ignored = drawn or not bool(keep.all())
     red, per_call = _calls(p)
     k = p["accumulation"]
@@ -168,9 +153,6 @@ def _call(x, targets, g, a: Mapping, hyp, dtype):
 def _trainer(t: Mapping, a: Mapping, p: Mapping, hyp=None) -> dict:
     """{loss, dlogits} of the case in float64 under `hyp`, the trainer's loop of
     `ops.cross_entropy.invoke` around the calls."""
-    from bwd_suite.ops.cross_entropy import aligned  # ops.cross_entropy imports this module
-    from bwd_suite.suite.inputs import DTYPES
-
     x, y, g = t["logits"], t["targets"], t["grad_loss"]
     dtype = DTYPES[p["dtype"]]
     k = p["accumulation"]

@@ -1,7 +1,7 @@
 """What the LayerNorm op's axes and features mean to the failure diagnosis.
 
 The outputs' axes: dx (row, column), dgamma and dbeta (column). The period search of
-`suite/diagnosis.py` finds where along them the wrong elements sit (one row, the rows
+`suite/diagnosis/` finds where along them the wrong elements sit (one row, the rows
 past a block, the columns past the last vector, every column tile but the first); this
 module adds the reference terms a wrong output is compared with, the case features that
 matter, the causes and the rules from evidence to cause.
@@ -13,44 +13,21 @@ golden at a mean taken twice or rounded to the activation dtype, without gamma, 
 row sum's last column. Each says "error = 1 x term" (or -1 x, for a lost contribution)
 when its hypothesis is the bug.
 
-The kernel sizes below are those of a typical CUDA LayerNorm backward (and of the blocked
-model in kernels/mutants/layer_norm.py): 4 rows per dgamma block, 8-column vectors,
-32-column dgamma tiles.
+The causes and the kernel sizes they are stated in (ROW_BLOCK, VECTOR, COL_TILE) are in
+ops/layer_norm_causes.py, shared with the mutants that plant them.
 """
 
 from __future__ import annotations
 
-import enum
 from typing import Mapping
 
 import torch
 
 from bwd_suite.golden import layer_norm as golden
+from bwd_suite.ops.layer_norm_causes import COL_TILE, ROW_BLOCK, VECTOR, Cause
 from bwd_suite.suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
-                             Rule, Term, along_axis, generic_causes)
+                                       Rule, Term, along_axis, generic_causes)
 from bwd_suite.suite.inputs import DTYPES
-
-ROW_BLOCK = 4  # rows per block of the dgamma/dbeta partial sums
-VECTOR = 8  # columns per vector load (16 bytes of bf16)
-COL_TILE = 32  # columns per dgamma tile
-
-
-class Cause(enum.Enum):
-    """Likely causes; the values are stored in `diagnosis_cause` and in mutants'
-    `planted_cause` (with the generic ones of `suite.diagnosis.Generic`)."""
-
-    ROW_BLOCK_TAIL = "row_block_tail"
-    STATS_DTYPE = "stats_dtype"
-    ROW_SUM_SHORT = "row_sum_short"
-    ACCUMULATOR_DTYPE = "accumulator_dtype"
-    ROW_STRIDE = "row_stride"
-    DBETA_ROWS = "dbeta_rows"
-    MEAN_TWICE = "mean_twice"
-    DX_GAMMA = "dx_gamma"
-    COLUMN_TAIL = "column_tail"
-    RAW_X_SUMS = "raw_x_sums"
-    ROWS_LOST = "rows_lost"
-
 
 # ---------------------------------------------------------------- case features
 
@@ -96,7 +73,7 @@ def shapes(p: Mapping) -> dict:
 
 def regions(p: Mapping, t: Mapping, output: str, shape: tuple) -> list:
     """No fixed regions: the period search along rows and columns finds the blocks, the
-    vectors and the single rows (suite/diagnosis.py)."""
+    vectors and the single rows (suite/diagnosis/)."""
     return []
 
 

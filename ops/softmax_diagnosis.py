@@ -1,6 +1,6 @@
 """What the softmax op's axes and features mean to the failure diagnosis.
 
-dx has the axes (row, column). The period search of `suite/diagnosis.py` finds where
+dx has the axes (row, column). The period search of `suite/diagnosis/` finds where
 along them the wrong elements sit (one row, every row but the first, rows at fixed
 offsets of each group, the columns past the last vector, every column tile but the
 first); this module adds the reference terms, the case features, the causes and the rules
@@ -13,39 +13,19 @@ inverted, and the parts of the row dot sum(g * y) that a bug drops or adds (its 
 column; the dropped elements, when the mask is left out of the dot). Each says "error =
 1 x term" when its hypothesis is the bug.
 
-The kernel sizes below are those of a typical CUDA softmax backward (and of the fused
-model in kernels/mutants/softmax.py): 8-element vectors, 1024-column tiles for long rows,
-groups of 4 rows per block.
+The causes and the kernel sizes they are stated in (VECTOR, COL_TILE, ROW_GROUP) are
+in ops/softmax_causes.py, shared with the mutants that plant them.
 """
 
 from __future__ import annotations
 
-import enum
 from typing import Mapping
 
 from bwd_suite.golden import softmax as golden
+from bwd_suite.ops.softmax_causes import COL_TILE, ROW_GROUP, VECTOR, Cause
 from bwd_suite.suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, CauseSpec,
-                             DiagnosisSpec, Evidence, Feature, Rule, Term, along_axis,
-                             generic_causes)
-
-VECTOR = 8  # elements per vector load (16 bytes of bf16)
-COL_TILE = 1024  # columns per tile of a long row
-ROW_GROUP = 4  # rows per block (one warp each)
-
-
-class Cause(enum.Enum):
-    """Likely causes; the values are stored in `diagnosis_cause` and in mutants'
-    `planted_cause` (with the generic ones of `suite.diagnosis.Generic`)."""
-
-    SCALE_TWICE = "dropout_scale_twice"
-    SCALE_MISSING = "dropout_scale_missing"
-    DOT_SHORT = "dot_short"
-    DOT_MASK = "dot_mask"
-    MASK_INVERTED = "mask_inverted"
-    ROW_STRIDE = "row_stride"
-    COLUMN_TAIL = "column_tail"
-    SCALED = "dx_scaled"
-
+                                       DiagnosisSpec, Evidence, Feature, Rule, Term, along_axis,
+                                       generic_causes)
 
 # ---------------------------------------------------------------- case features
 

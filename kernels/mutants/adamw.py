@@ -10,7 +10,7 @@ rounding at the parameter's store. With no bug it passes every case.
 
 The suite must fail every mutant on the default CI cases (mutation score 100%), and the
 cross-case diagnosis should name the planted cause: each mutant's function carries
-`planted_cause`, a value of `ops.adamw_diagnosis.Cause`. Registered with kind "mutant",
+`planted_cause`, a value of `ops.adamw_causes.Cause`. Registered with kind "mutant",
 so runs skip them unless asked.
 """
 
@@ -23,7 +23,7 @@ from typing import FrozenSet
 import torch
 
 from bwd_suite.kernels.mutants import Mutant, register
-from bwd_suite.ops.adamw_diagnosis import Cause
+from bwd_suite.ops.adamw_causes import Cause
 
 
 class Bug(enum.Enum):

@@ -4,7 +4,7 @@ table (and a few more a port gets wrong) into the tiled model
 
 The suite must fail every one on the default CI cases (mutation score 100%), and its
 diagnosis should name the planted cause: each mutant's function carries
-`planted_cause`, a value of `ops.causal_conv1d_diagnosis.Cause`, which
+`planted_cause`, a value of `ops.causal_conv1d_causes.Cause`, which
 `python -m bwd_suite mutants` and tests/harness/test_mutants.py compare with the diagnosis.
 Registered with kind "mutant", so runs skip them unless asked (`--include-mutants`,
 `--impl <name>` or `python -m bwd_suite mutants`).
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from bwd_suite.kernels.causal_conv1d.tiled import TILE, Bug, backward_tiled
 from bwd_suite.kernels.mutants import Mutant, register
-from bwd_suite.ops.causal_conv1d_diagnosis import Cause
+from bwd_suite.ops.causal_conv1d_causes import Cause
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ precision bug. With no bug it passes every case.
 
 The suite must fail every mutant on the default CI cases (mutation score 100%), and the
 cross-case diagnosis should name the planted cause: each mutant's function carries
-`planted_cause`, a value of `ops.cross_entropy_diagnosis.Cause`. Registered with kind
+`planted_cause`, a value of `ops.cross_entropy_causes.Cause`. Registered with kind
 "mutant", so runs skip them unless asked.
 """
 
@@ -27,7 +27,7 @@ import torch
 
 from bwd_suite.kernels.mutants import Mutant, register
 from bwd_suite.ops.cross_entropy import aligned
-from bwd_suite.ops.cross_entropy_diagnosis import Cause
+from bwd_suite.ops.cross_entropy_causes import Cause
 
 
 class Bug(enum.Enum):

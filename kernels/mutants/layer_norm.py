@@ -9,7 +9,7 @@ fixed order, in column tiles of 32 (`COL_TILE`). With no bug it passes every cas
 
 The suite must fail every mutant on the default CI cases (mutation score 100%), and the
 cross-case diagnosis should name the planted cause: each mutant's function carries
-`planted_cause`, a value of `ops.layer_norm_diagnosis.Cause` or of the generic
+`planted_cause`, a value of `ops.layer_norm_causes.Cause` or of the generic
 `suite.diagnosis.Generic`, which `python -m bwd_suite mutants` and tests/harness/
 test_mutants.py compare with the diagnosis. Registered with kind "mutant", so runs skip
 them unless asked (`--include-mutants`, `--impl <name>` or `python -m bwd_suite mutants`).
@@ -23,7 +23,7 @@ from typing import FrozenSet
 import torch
 
 from bwd_suite.kernels.mutants import Mutant, register
-from bwd_suite.ops.layer_norm_diagnosis import COL_TILE, ROW_BLOCK, VECTOR, Cause
+from bwd_suite.ops.layer_norm_causes import COL_TILE, ROW_BLOCK, VECTOR, Cause
 from bwd_suite.suite.diagnosis import Generic
 
 

@@ -9,7 +9,7 @@ bug it passes every case.
 
 The suite must fail every mutant on the default CI cases (mutation score 100%), and the
 cross-case diagnosis should name the planted cause: each mutant's function carries
-`planted_cause`, a value of `ops.softmax_diagnosis.Cause` or of the generic
+`planted_cause`, a value of `ops.softmax_causes.Cause` or of the generic
 `suite.diagnosis.Generic`. Registered with kind "mutant", so runs skip them unless asked.
 """
 
@@ -21,7 +21,7 @@ from typing import FrozenSet
 import torch
 
 from bwd_suite.kernels.mutants import Mutant, register
-from bwd_suite.ops.softmax_diagnosis import COL_TILE, ROW_GROUP, VECTOR, Cause
+from bwd_suite.ops.softmax_causes import COL_TILE, ROW_GROUP, VECTOR, Cause
 from bwd_suite.suite.diagnosis import Generic
 
 
