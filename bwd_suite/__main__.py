@@ -1,5 +1,5 @@
 import sys
 
-from bwd_suite.suite.cli import main
+from bwd_suite.cli import main
 
 sys.exit(main())

@@ -263,12 +263,21 @@ class CaseItem(pytest.Item):
     def _impl_ref(self) -> str:
         return self.impl.origin or self.impl.name
 
+    def _location(self) -> str:
+        """The item as an argument that finds it from where pytest was started: its case
+        file's path relative to that folder (the node id, in a checkout), else absolute
+        (the case files of an installed package, collected from another repository with
+        --pyargs, whose node ids are relative to the package's cases/)."""
+        start = self.config.invocation_params.dir
+        path = self.path.relative_to(start) if self.path.is_relative_to(start) else self.path
+        return f"{path.as_posix()}::{self.name}"
+
     def rerun_pytest(self) -> str:
         """The pytest command that collects this item alone, with the options that chose
-        it."""
+        it, from the folder where this session started."""
         sel = _selection(self.config)
         options = {**sel.given, "--suite-impl": self._impl_ref()}
-        words = ["python", "-m", "pytest", self.nodeid]
+        words = ["python", "-m", "pytest", self._location()]
         for name, value in options.items():
             words += [name, str(value)]
         return shlex.join(words)

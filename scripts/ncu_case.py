@@ -36,7 +36,7 @@ import torch  # noqa: E402
 from bwd_suite.suite import registry  # noqa: E402
 from bwd_suite.suite.cases import load_cases  # noqa: E402
 from bwd_suite.suite.errors import SuiteInputError, run_script  # noqa: E402
-from bwd_suite.suite.runner import timed_call  # noqa: E402
+from bwd_suite.suite.calls import timed_call  # noqa: E402
 from bwd_suite.suite.timing import time_call  # noqa: E402
 
 MARK = "ncu_case:call"  # the profiler range around each call (--timeline)

@@ -1,21 +1,18 @@
-"""Command line: `python -m bwd_suite <command>` (also installed as `bwd-suite`).
+"""The options the commands share (selection, results, GPU timing) and their checks.
 
-Every command is a module under suite/commands/ with HELP (one line), `add_arguments`
-and `main(args) -> int`. Bad input (a case file, an op, profile or implementation name, an
+The command line itself is bwd_suite/cli.py: every command is a module under
+suite/commands/ or reports/commands/ with HELP (one line), `add_arguments` and
+`main(args) -> int`. Bad input (a case file, an op, profile or implementation name, an
 option out of range) exits with code 2 and one line naming the file and key or the flag,
-before anything runs. This module holds the parser and the options commands share.
+before anything runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import pkgutil
-import sys
 from pathlib import Path
-from typing import Optional
 
-from bwd_suite.suite.errors import EXIT_BAD_INPUT, SuiteInputError
+from bwd_suite.suite.errors import SuiteInputError
 
 # suite.timing.L2_FLUSH_MODES and DEFAULT_WARMUP_S, repeated so that building the parser
 # does not import torch (tests/harness/test_timing.py checks that they agree)
@@ -23,8 +20,6 @@ L2_FLUSH_MODES = ("clean", "dirty", "none")
 DEFAULT_WARMUP_MS = 25.0
 
 DEFAULT_RESULTS_DIR = Path("results")
-# shown first in --help, in this order; the other commands follow by name
-FIRST = ("list", "run", "calibrate")
 
 
 def add_selection(p: argparse.ArgumentParser) -> None:
@@ -99,34 +94,3 @@ def at_least(args, name: str, low: float, above: bool = False) -> None:
     high = MAXIMA.get(name)
     if value is not None and high is not None and value > high:
         raise SuiteInputError(flag, f"must be at most {high:,g}, got {value:g}")
-
-
-def command_modules() -> dict:
-    """Modules under suite/commands/, by command name, in --help order."""
-    from bwd_suite.suite import commands
-
-    names = [i.name for i in pkgutil.iter_modules(commands.__path__)]
-    ordered = [n for n in FIRST if n in names] + sorted(n for n in names if n not in FIRST)
-    return {n: importlib.import_module(f"bwd_suite.suite.commands.{n}") for n in ordered}
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="bwd-suite", description="Conformance and benchmark suite for backward kernels.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, mod in command_modules().items():
-        mod.add_arguments(sub.add_parser(name, help=mod.HELP, description=mod.__doc__))
-    return parser
-
-
-def main(argv: Optional[list] = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return command_modules()[args.command].main(args)
-    except SuiteInputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-
-
-if __name__ == "__main__":
-    sys.exit(main())

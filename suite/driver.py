@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Optional, Protocol
 
 from bwd_suite.suite.plan import Plan
-from bwd_suite.suite.roofline import Ceilings
+from bwd_suite.suite.roofline import Ceilings, no_ceilings
 from bwd_suite.suite.rows import ResultRow, RunInfo
 from bwd_suite.suite.runner import ContextCache, RunOptions, run_case
 
@@ -50,12 +50,6 @@ class Each:
 
     def add(self, row: ResultRow) -> None:
         self.fn(row)
-
-
-def no_ceilings(device) -> Ceilings:
-    """Ceilings of a run that computes no roofline (correctness only, or no calibration)."""
-    return Ceilings(device_name=str(device), copy_gbps=None, copy_source="none",
-                    peak_tflops=None)
 
 
 class Driver:

@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import torch
 
+from bwd_suite.suite import values
 from bwd_suite.suite.params import ParamSet
 
 
@@ -59,7 +60,7 @@ class CaseInputs:
         for k, t in self.tensors.items():
             if t is None:
                 continue
-            if isinstance(t, (list, tuple)):
+            if values.is_list(t):
                 dts = sorted({str(x.dtype).removeprefix('torch.') for x in t})
                 parts.append(f"{k}[{len(t)}: {' '.join(str(tuple(x.shape)) for x in t[:4])}"
                              f"{' ...' if len(t) > 4 else ''}]:{','.join(dts)}")
@@ -70,19 +71,9 @@ class CaseInputs:
         return " ".join(parts)
 
 
-def tensor_list(v) -> list:
-    """The tensors of one input or output: [] for None, [t] for a tensor, the list itself."""
-    if v is None:
-        return []
-    return list(v) if isinstance(v, (list, tuple)) else [v]
-
-
-def map_tensors(fn, v):
-    """fn applied to a tensor, or to each tensor of a list (kept a list); other values as
-    they are."""
-    if isinstance(v, (list, tuple)):
-        return [fn(x) if isinstance(x, torch.Tensor) else x for x in v]
-    return fn(v) if isinstance(v, torch.Tensor) else v
+# the tensors of one value, and a function over them: suite/values.py (older names)
+tensor_list = values.tensors
+map_tensors = values.map_tensors
 
 
 # Allocator handed to `OpSpec.invoke`: (name, like-tensor spec) -> poisoned tensor.

@@ -221,3 +221,9 @@ def calibrate(device: torch.device | str, size_bytes: int | None = None) -> Ceil
     device = torch.device(device)
     save_calibration(device_name(device), measure_copy_bandwidth(device, size_bytes))
     return load_ceilings(device)
+
+
+def no_ceilings(device) -> Ceilings:
+    """Ceilings of a run that computes no roofline (correctness only, or no calibration)."""
+    return Ceilings(device_name=str(device), copy_gbps=None, copy_source="none",
+                    peak_tflops=None)

@@ -9,7 +9,7 @@ CUDA, the kernels one call launches (suite/launches.py). An implementation that 
 gets verdict `error` with its message; the run goes on, unless the error lost the
 process's CUDA context: later items are then errors naming it (suite/cuda_fault.py). A
 failing item whose op has a diagnosis hook gets its wrong elements localised and a
-one-line likely cause (suite/diagnosis.py).
+one-line likely cause (suite/diagnosis/).
 """
 
 from __future__ import annotations
@@ -18,38 +18,26 @@ import json
 import math
 import time
 import traceback
-from dataclasses import dataclass, field
-from typing import Callable, Iterator, Mapping, Optional, Sequence
+from typing import Callable, Iterator, Mapping, Optional
 
 import torch
 
-from bwd_suite.suite import cuda_fault, memory, registry, tolerances
+from bwd_suite.suite import cuda_fault, memory
+from bwd_suite.suite.calls import Call
 from bwd_suite.suite.cases import Case
+from bwd_suite.suite.context import (CaseContext, CaseRefused, ContextCache,  # noqa: F401
+                                     Refused, RunOptions, case_context, output_dtype)
 from bwd_suite.suite.diagnosis import diagnose_item
-from bwd_suite.suite.inputs import DTYPES, generator, perturbed, poison_
-from bwd_suite.suite.opspec import CaseInputs, OpSpec, call_once, map_tensors, tensor_list
+from bwd_suite.suite.launches import count_launches
+from bwd_suite.suite.opspec import CaseInputs, OpSpec
 from bwd_suite.suite.outcomes import Determinism, FailureKind, Verdict
 from bwd_suite.suite.registry import Implementation
 from bwd_suite.suite.results import params_json
 from bwd_suite.suite.roofline import Ceilings, roofline, same_bytes_copy_s
 from bwd_suite.suite.rows import ResultRow, RunInfo
-from bwd_suite.suite.launches import count_launches
-from bwd_suite.suite.timing import DEFAULT_WARMUP_S, time_call, wall_time
-from bwd_suite.suite.verdicts import (OutputCheck, check_output, classify_determinism, flat,
-                            golden_scale, modified_inputs, normalized_error, snapshot)
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    device: torch.device
-    golden_device: torch.device
-    repeats: int = 3  # calls on the same inputs for the determinism check (first included)
-    timing: bool = True
-    warmup: int = 3
-    warmup_s: float = DEFAULT_WARMUP_S  # and on CUDA at least this long (suite/timing.py)
-    samples: int = 20
-    max_time_s: float = 1.0
-    l2_flush: str = "clean"  # suite.timing.L2_FLUSH_MODES
+from bwd_suite.suite.timing import time_call, wall_time
+from bwd_suite.suite.verdicts import (OutputCheck, check_output, classify_determinism,
+                                      modified_inputs, snapshot)
 
 
 def _sync(device: torch.device) -> None:
@@ -57,117 +45,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-@dataclass
-class CaseContext:
-    """Everything about one case that every implementation shares."""
-
-    spec: OpSpec
-    case: Case
-    opts: RunOptions
-    inputs: CaseInputs = field(init=False)
-    golden: dict = field(init=False)
-    ref_errs: Optional[dict] = field(init=False, default=None)
-    ref_failure: str = field(init=False, default="")
-
-    def __post_init__(self):
-        p = self.case.params
-        self.inputs = self.spec.make_inputs(p, self.case.seed, self.opts.device)
-        # before the golden: a case the device cannot hold is the harness's limit
-        short = memory.shortfall(memory.case_need(self.spec, self.inputs, p, self.opts.repeats),
-                                 self.opts.device, self.opts.golden_device)
-        if short:
-            raise CaseRefused(f"case refused: {short}")
-        # not kept: on a case of GPT-2 large's 774M parameters the float64 inputs alone are
-        # 31 GB, and the conditioning's perturbed copy as much again
-        self.golden = self.spec.golden(**self.float64_inputs(), **self.inputs.attrs)
-        self.outputs = list(self.spec.outputs(p))
-        self.cond_errs = self._conditioning()
-        missing = {o.name for o in self.outputs} - set(self.golden)
-        if missing:
-            raise RuntimeError(f"golden of {self.spec.name} did not produce {sorted(missing)}")
-        self.case_dtype = DTYPES[p[self.spec.dtype_param]]
-        self._check_range()
-
-    def _check_range(self) -> None:
-        """Refuse a case whose exact result no output of its dtype can hold: every
-        implementation would fail it, which says nothing about any of them."""
-        empties = dict(self.spec.empty_outputs(self.inputs, self.case.params))
-        empties.update({k: self.inputs.tensors[k] for k in self.spec.mutates})
-        for o in self.outputs:
-            dtype = output_dtype(empties[o.name])
-            gold = flat(self.golden[o.name])
-            top = gold.abs().max().item() if gold.numel() else 0
-            if dtype.is_floating_point and top > torch.finfo(dtype).max:
-                raise CaseRefused(f"case refused: the exact {o.name} reaches {top:.3g}, "
-                                  f"beyond {str(dtype).removeprefix('torch.')}'s largest "
-                                  f"value {torch.finfo(dtype).max:.6g}")
-
-    def float64_inputs(self) -> dict:
-        """The inputs as the golden sees them (floating ones in float64) on the golden
-        device; made afresh on each call."""
-        gd = self.opts.golden_device
-        return {k: map_tensors(lambda t: t.to(gd, torch.float64) if t.is_floating_point()
-                               else t.to(gd), v)
-                for k, v in self.inputs.tensors.items()}
-
-    def _conditioning(self) -> dict:
-        """Movement of the golden under one fp32 rounding of every floating input, and
-        its distance to the op's alternate golden (over COND_FACTOR), whichever is larger."""
-        gen = generator(self.case.seed)
-        eps = torch.finfo(torch.float32).eps
-        gd = self.opts.golden_device
-        # tensor by tensor from the case's inputs: never a second whole float64 copy
-        moved = {k: map_tensors(lambda t: perturbed(t.to(gd, torch.float64), eps, gen)
-                                if t.is_floating_point() else t.to(gd), v)
-                 for k, v in self.inputs.tensors.items()}
-        other = self.spec.golden(**moved, **self.inputs.attrs)
-        errs = {o.name: normalized_error(other[o.name], self.golden[o.name])
-                for o in self.outputs}
-        del moved, other
-        if self.spec.alternate_golden is not None:
-            # a second legitimate truth: its distance widens the bound by itself
-            alt = self.spec.alternate_golden(**self.float64_inputs(), **self.inputs.attrs)
-            for o in self.outputs:
-                if o.name in alt:
-                    spread = normalized_error(alt[o.name], self.golden[o.name])
-                    errs[o.name] = max(errs[o.name], spread / tolerances.COND_FACTOR)
-        return errs
-
-    def yardstick_note(self, outputs: Mapping[str, torch.Tensor]) -> Optional[str]:
-        """Which outputs' bound came from fp32 with one rounding because the yardstick was
-        worse (suite/tolerances.py), in words; None when none did."""
-        if self.ref_errs is None:
-            return None
-        weak = []
-        for o in self.outputs:
-            ref, cond = self.ref_errs[o.name], self.cond_errs[o.name]
-            dtype = output_dtype(outputs[o.name])
-            scale = golden_scale(self.golden[o.name])
-            if tolerances.weak_yardstick(o.tol_class, dtype, self.case_dtype, ref, cond, scale):
-                weak.append(f"{o.name} ({ref:.2g} > "
-                            f"{tolerances.fp32_error(o.tol_class, dtype, cond, scale):.2g})")
-        if not weak:
-            return None
-        return (f"yardstick {self.spec.yardstick} worse than fp32 with one rounding on "
-                f"{', '.join(weak)}: those bounds use the fp32 error")
-
-    def yardstick_errors(self, impls_by_name: Mapping[str, Implementation]) -> dict:
-        if self.ref_errs is None:
-            ys = impls_by_name.get(self.spec.yardstick) or next(
-                i for i in registry.implementations(self.spec.name)
-                if i.name == self.spec.yardstick)
-            try:
-                out, _ = _call(self.spec, ys.fn, self.inputs, self.case.params)
-                self.ref_errs = {o.name: normalized_error(out[o.name], self.golden[o.name])
-                                 for o in self.outputs}
-            except Exception as e:  # noqa: BLE001 - recorded, and every item says so
-                memory.note(e)
-                self.ref_failure = f"yardstick {ys.name} raised {type(e).__name__}: {e}"
-                self.ref_errs = {o.name: float("nan") for o in self.outputs}
-        return self.ref_errs
-
-
-def _row(run: Optional[RunInfo], case: Case, impl: Implementation, spec: OpSpec,
+def item_row(run: Optional[RunInfo], case: Case, impl: Implementation, spec: OpSpec,
          device: Optional[str] = None) -> ResultRow:
     p = case.params
     return ResultRow.start(run, op=case.op, case_id=case.id, case_group=case.group,
@@ -187,105 +65,6 @@ def _count(fn: Callable[[Mapping], int], params: Mapping) -> Optional[int]:
         return None
 
 
-def output_dtype(v) -> torch.dtype:
-    """The dtype of an output, or of the first tensor of a list output."""
-    return (v[0] if isinstance(v, (list, tuple)) else v).dtype
-
-
-def _copy(t: torch.Tensor) -> torch.Tensor:
-    """A copy with the same strides (a slice of a wider buffer stays one)."""
-    c = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
-    return c.copy_(t)
-
-
-def _copied_names(spec: OpSpec, also: Sequence[str]) -> tuple:
-    """The inputs a call gets copies of: those the op updates or consumes, and `also`."""
-    return spec.copied + tuple(also)
-
-
-def fresh_inputs(spec: OpSpec, inputs: CaseInputs, also: Sequence[str] = ()) -> CaseInputs:
-    """`inputs` with fresh copies of those the op updates in place or consumes, and of
-    `also` (the others shared): every call, repeats and timed samples included, starts
-    from the case's values."""
-    names = _copied_names(spec, also)
-    if not names:
-        return inputs
-    tensors = dict(inputs.tensors)
-    for k in names:
-        tensors[k] = map_tensors(_copy, tensors[k])
-    return CaseInputs(tensors=tensors, attrs=inputs.attrs)
-
-
-def restore_(copies: CaseInputs, spec: OpSpec, inputs: CaseInputs,
-             also: Sequence[str] = ()) -> None:
-    """Copy the case's values back into `copies` (made by `fresh_inputs` with the same
-    `also`), in place: the same tensors step after step, as a training loop's optimizer
-    sees them."""
-    for k in _copied_names(spec, also):
-        dst, src = copies.tensors[k], inputs.tensors[k]
-        if isinstance(dst, (list, tuple)):
-            pairs = [(d, s) for d, s in zip(dst, src) if isinstance(d, torch.Tensor)]
-            if pairs:
-                torch._foreach_copy_([d for d, _ in pairs], [s for _, s in pairs])
-        elif isinstance(dst, torch.Tensor):
-            dst.copy_(src)
-
-
-def timed_call(spec: OpSpec, impl: Implementation, inputs: CaseInputs,
-               params: Mapping) -> Callable[[], object]:
-    """The call the suite times, as a zero-argument closure: the implementation's backward
-    alone, its outputs allocated once outside (not poisoned: timing never sees the NaN
-    fill). Scripts that profile or time an item outside a run use this. For an op that
-    updates or consumes inputs the closure has a `setup` attribute, which restores the
-    case's values into copies made once: the timer runs it before every call, outside the
-    timed region. Copies made afresh each time would be cold in the host's caches where a
-    training loop's are warm (a step over 4000 tensors read 20000 just-made TensorImpls)."""
-    aliases = dict(impl.in_place)
-    keep = _Aliased(aliases)  # outputs allocated once, not poisoned; aliased ones bound
-    if spec.copied or aliases:
-        state = {"inputs": inputs, "copies": None}
-
-        def setup():
-            copies = state["copies"]
-            if copies is None:
-                copies = state["copies"] = fresh_inputs(spec, inputs, also=aliases.values())
-            else:
-                restore_(copies, spec, inputs, also=aliases.values())
-            # new list objects each call: an implementation that replaced a list's
-            # element does not leave it there for the next call
-            state["inputs"] = CaseInputs(
-                tensors={k: list(v) if isinstance(v, (list, tuple)) else v
-                         for k, v in copies.tensors.items()}, attrs=copies.attrs)
-
-        def call():
-            i = state["inputs"]
-            if spec.invoke is call_once and not aliases:
-                return impl.fn(**i.tensors, **i.attrs, out=out)
-            return spec.call(impl.fn, i, params, keep)
-
-        out = spec.empty_outputs(inputs, params)
-        call.setup = setup
-        return call
-    if spec.invoke is call_once:
-        out = spec.empty_outputs(inputs, params)
-        return lambda: impl.fn(**inputs.tensors, **inputs.attrs, out=out)
-    return lambda: spec.call(impl.fn, inputs, params, keep)
-
-
-class _Aliased:
-    """An allocator that takes the empties as they are, except the outputs an in-place
-    implementation writes into an input (Implementation.in_place): those are the input's
-    tensor of this call."""
-
-    def __init__(self, aliases: Mapping[str, str]):
-        self.aliases = dict(aliases)
-
-    def __call__(self, empties: Mapping[str, torch.Tensor], inputs=None) -> dict:
-        out = dict(empties)
-        out.update({name: inputs.tensors[src] for name, src in self.aliases.items()})
-        return out
-
-
 def _not_run(row: ResultRow, impl: Implementation, case: Case, opts: RunOptions) -> bool:
     """Finish `row` without a call when the item cannot run: outside the implementation's
     features or device, or after this process lost its CUDA context."""
@@ -298,113 +77,6 @@ def _not_run(row: ResultRow, impl: Implementation, case: Case, opts: RunOptions)
     return row.verdict is not None
 
 
-class _Outputs(_Aliased):
-    """The allocator handed to `OpSpec.call`: NaN-poisoned outputs, remembered, so that an
-    implementation that put its own tensor into `out` (or deleted one) instead of writing
-    the one it was given is caught, and the given ones are what gets checked."""
-
-    def __init__(self, aliases: Optional[Mapping[str, str]] = None,
-                 device: Optional[torch.device] = None):
-        super().__init__(aliases or {})
-        self.given: list[tuple[dict, dict]] = []  # (the dict handed out, its tensors)
-        # CUDA: the most memory a call allocated beyond what existed when its outputs were
-        # handed out (inputs, copies, outputs): the implementation's own temporaries
-        self.device = device if device is not None and device.type == "cuda" else None
-        self._base: Optional[int] = None
-        self._peak = 0
-
-    def _close(self) -> None:
-        if self.device is not None and self._base is not None:
-            self._peak = max(self._peak, torch.cuda.max_memory_allocated(self.device) - self._base)
-
-    def temporaries(self) -> Optional[int]:
-        """Bytes the implementation allocated on top of its inputs and outputs, at most
-        (after the call has finished: synchronize first); None off CUDA."""
-        if self.device is None:
-            return None
-        self._close()
-        return self._peak
-
-    def __call__(self, empties: Mapping[str, torch.Tensor], inputs=None) -> dict:
-        if self.aliases and isinstance(empties, dict):
-            # the empty an aliased output does not use is freed before the base is taken,
-            # or the implementation's own temporaries would hide below it
-            for k in self.aliases:
-                empties.pop(k, None)
-        # an in-place implementation's output is the (fresh copy of the) input it
-        # overwrites: read first, so never poisoned
-        out = super().__call__({k: poison_(v) for k, v in empties.items()
-                                if k not in self.aliases}, inputs)
-        self.given.append((out, {k: (v, _handed(v), _kept(v)) for k, v in out.items()}))
-        if self.device is not None:  # a micro-batch's call starts: its own peak from here
-            self._close()
-            torch.cuda.reset_peak_memory_stats(self.device)
-            self._base = torch.cuda.memory_allocated(self.device)
-        return out
-
-    def replaced(self) -> list[str]:
-        """Outputs not the tensor handed out any more (replaced, removed, or given other
-        storage), by name."""
-        return sorted({k for out, orig in self.given for k, (t, handed, _) in orig.items()
-                       if out.get(k) is not t or _handed(t) != handed})
-
-    def restore(self) -> None:
-        """Put the storage handed out back, so its (unwritten) values are checked."""
-        for out, orig in self.given:
-            out.update({k: kept for k, (_, _, kept) in orig.items()})
-
-
-def storage_signature(t: torch.Tensor) -> tuple:
-    """Where a tensor's elements live: its storage (pointer and size), offset, shape,
-    strides and dtype. An implementation that swaps the storage under the same Python
-    object (`t.data = other`, `t.set_(other)`, `t.resize_(...)`) changes it."""
-    st = t.untyped_storage()
-    return (st.data_ptr(), st.nbytes(), t.storage_offset(), tuple(t.shape), t.stride(),
-            t.dtype)
-
-
-def _handed(v) -> list:
-    """(id, storage signature) of each tensor handed to a call, to find replaced ones."""
-    return [(id(t), storage_signature(t)) for t in tensor_list(v)]
-
-
-def _kept(v):
-    """Views of the storage handed out (`detach` shares it): what gets checked when the
-    implementation swapped the storage under the tensor it was given."""
-    if isinstance(v, (list, tuple)):
-        return [t.detach() if isinstance(t, torch.Tensor) else t for t in v]
-    return v.detach() if isinstance(v, torch.Tensor) else v
-
-
-def _call(spec: OpSpec, fn, inputs: CaseInputs, params: Mapping,
-          alloc: Optional[_Outputs] = None) -> tuple[dict, list]:
-    """One call into fresh poisoned outputs and fresh copies of the inputs it updates in
-    place: (outputs, names the implementation replaced). The updated copies are outputs of
-    their input's name; a list element replaced or a tensor given new storage (`p.data =
-    ...`) is a replacement, and the tensors handed out are what gets checked. `alloc`:
-    the allocator (its aliases: the implementation's outputs written into inputs, and
-    what it measures); a plain one by default."""
-    alloc = alloc if alloc is not None else _Outputs()
-    given = fresh_inputs(spec, inputs, also=alloc.aliases.values())
-    handed = {k: _handed(given.tensors[k]) for k in spec.mutates}
-    orig = {k: tensor_list(_kept(given.tensors[k])) for k in spec.mutates}
-    out = spec.call(fn, given, params, alloc)
-    replaced = alloc.replaced()
-    if replaced:
-        alloc.restore()
-        if spec.invoke is call_once:
-            out = alloc.given[0][0]
-    for k in spec.mutates:
-        now = given.tensors[k]
-        if now is None:  # an optional input this case does not have
-            continue
-        if _handed(now) != handed[k]:
-            replaced = sorted(set(replaced) | {k})
-        out = dict(out)
-        out[k] = orig[k] if isinstance(now, (list, tuple)) else orig[k][0]
-    return out, replaced
-
-
 class _Stage:
     """What the item was doing, for the reason of an exception."""
 
@@ -415,7 +87,7 @@ def run_item(ctx: CaseContext, impl: Implementation, run: Optional[RunInfo],
              ceilings: Ceilings, impls_by_name: Mapping[str, Implementation]) -> ResultRow:
     """One item's row. Every exception of the item, at whatever stage, is its `error` row;
     only KeyboardInterrupt and the like go through."""
-    row = _row(run, ctx.case, impl, ctx.spec, ctx.opts.device.type)
+    row = item_row(run, ctx.case, impl, ctx.spec, ctx.opts.device.type)
     started = time.perf_counter()
     if _not_run(row, impl, ctx.case, ctx.opts):
         return row
@@ -463,15 +135,15 @@ def _check(row: ResultRow, ctx: CaseContext, impl: Implementation,
     before = snapshot(ctx.inputs.tensors)
     dev = opts.device
     stage.now = "being called"
-    alloc = _Outputs(impl.in_place, dev)
-    first, replaced = _call(spec, impl.fn, ctx.inputs, case.params, alloc)
+    call = Call.of(spec, impl, ctx.inputs, case.params)
+    checked = call.checked(dev)
     _sync(dev)
-    row.peak_mem_bytes = alloc.temporaries()
-    repeats = []
+    row.peak_mem_bytes = checked.allocator.temporaries()
+    first, replaced, repeats = checked.outputs, checked.replaced, []
     for _ in range(opts.repeats - 1):
-        out, again = _call(spec, impl.fn, ctx.inputs, case.params, _Outputs(impl.in_place))
-        repeats.append(out)
-        replaced = sorted(set(replaced) | set(again))
+        again = call.checked()
+        repeats.append(again.outputs)
+        replaced = sorted(set(replaced) | set(again.replaced))
     _sync(dev)
 
     stage.now = "checking its outputs"
@@ -553,7 +225,7 @@ def _time(row: ResultRow, spec: OpSpec, impl: Implementation, ctx: CaseContext,
     opts = ctx.opts
     how = dict(warmup=opts.warmup, warmup_s=opts.warmup_s, repeats=opts.samples,
                max_time_s=opts.max_time_s, l2_flush=opts.l2_flush)
-    call = timed_call(spec, impl, ctx.inputs, ctx.case.params)
+    call = Call.of(spec, impl, ctx.inputs, ctx.case.params).timed()
     timing = time_call(call, opts.device, setup=getattr(call, "setup", None), **how)
     roof = roofline(row.bytes, row.flops, timing.median_s, ceilings)
     copy_s = same_bytes_copy_s(opts.device, row.bytes, **how)
@@ -592,45 +264,6 @@ def _diagnose(row: ResultRow, ctx: CaseContext, outputs: Mapping, checks: list) 
     row.error_locations, row.error_terms = found.location_records, found.term_records
 
 
-class CaseRefused(Exception):
-    """The case itself cannot be judged (its exact result does not fit its output dtype):
-    every implementation's row is `unsupported` with the reason."""
-
-
-@dataclass(frozen=True)
-class Refused:
-    reason: str
-
-
-def case_context(spec: OpSpec, case: Case, opts: RunOptions) -> "CaseContext | Refused | str":
-    """The case's shared context, a refusal of the case, or why the context could not be
-    built (an error row's reason)."""
-    try:
-        return CaseContext(spec, case, opts)
-    except CaseRefused as e:
-        return Refused(str(e))
-    except Exception as e:  # noqa: BLE001 - a broken input factory or golden is an error row
-        cuda_fault.note(e, f"{case.id} (case setup)")
-        memory.note(e)
-        return (f"harness: the case's inputs or float64 golden could not be built: "
-                f"{type(e).__name__}: {e}")
-
-
-class ContextCache:
-    """The last case's context (or its setup failure), for items of one case that arrive
-    one at a time (pytest's); the previous case's tensors are freed first."""
-
-    def __init__(self):
-        self._key, self._value = None, None
-
-    def get(self, spec: OpSpec, case: Case, opts: RunOptions) -> "CaseContext | Refused | str":
-        key = (spec.name, case.id, case.file, opts)
-        if key != self._key:
-            self._key, self._value = None, None
-            self._value, self._key = case_context(spec, case, opts), key
-        return self._value
-
-
 def run_case(spec: OpSpec, case: Case, impls: list, opts: RunOptions,
              run: Optional[RunInfo], ceilings: Ceilings,
              contexts: Optional[ContextCache] = None) -> Iterator[ResultRow]:
@@ -639,7 +272,7 @@ def run_case(spec: OpSpec, case: Case, impls: list, opts: RunOptions,
     by_name = {i.name: i for i in impls}
     contexts = contexts if contexts is not None else ContextCache()
     for impl in impls:
-        row = _row(run, case, impl, spec, opts.device.type)
+        row = item_row(run, case, impl, spec, opts.device.type)
         if _not_run(row, impl, case, opts):
             yield row
             continue

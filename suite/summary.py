@@ -1,7 +1,7 @@
 """The terminal summary of a run: verdict counts, device and wall time, kernel launches
 and speed per (op, implementation), then the failures with their reasons and one-line
 diagnoses, then the likely cause per failing implementation across the run
-(suite/diagnosis.py).
+(suite/diagnosis/).
 
 Determinism is counted honestly: 'bitwise' leaves out any item that left an output
 unwritten (repeats that never wrote it are equal for free), and 'nondet' counts the items

@@ -13,7 +13,7 @@ from typing import Mapping, Optional, Sequence
 
 import torch
 
-from bwd_suite.suite import tolerances
+from bwd_suite.suite import tolerances, values
 from bwd_suite.suite.inputs import is_poison
 from bwd_suite.suite.opspec import OutputSpec
 from bwd_suite.suite.outcomes import Determinism, FailureKind, Verdict  # noqa: F401 - re-exported
@@ -54,14 +54,7 @@ def _index(flat: int, shape) -> str:
     return "[" + ", ".join(map(str, reversed(idx))) + "]"
 
 
-def flat(v) -> torch.Tensor:
-    """A tensor, or a list of tensors (an op's parameter list) as one 1-D tensor: metrics
-    over a list are those of the whole list (one scale, one worst element)."""
-    if isinstance(v, (list, tuple)):
-        if not v:
-            return torch.zeros(0)
-        return torch.cat([x.reshape(-1) for x in v])
-    return v
+flat = values.flat  # a list as one tensor: metrics over a list are the whole list's
 
 
 # Elements per slice of the float64 comparisons: their temporaries stay near a GB however
@@ -86,8 +79,7 @@ def _abs_max(t: torch.Tensor) -> float:
 def golden_scale(golden) -> float:
     """max|golden| of a tensor or a list, 1 where it is 0 or empty: what errors are
     normalized by."""
-    parts = list(golden) if isinstance(golden, (list, tuple)) else [golden]
-    maxima = [_abs_max(x) for x in parts]
+    maxima = [_abs_max(x) for x in values.tensors(golden)]
     scale = max(maxima, key=lambda m: (math.isnan(m), m)) if maxima else 0.0
     return scale if scale > 0 else 1.0
 
@@ -131,10 +123,8 @@ def check_output(spec: OutputSpec, actual, golden, ref_err: float, case_dtype: t
     """The verdict of one output: a tensor, or a list of tensors compared as a whole (their
     worst index names the tensor, "[i][j, k]"). Computed slice by slice (CHUNK)."""
     name = spec.name
-    if isinstance(golden, (list, tuple)):
-        shapes_a = [tuple(x.shape) for x in actual] if isinstance(actual, (list, tuple)) \
-            else None
-        shapes = [tuple(x.shape) for x in golden]
+    if values.is_list(golden):
+        shapes_a, shapes = values.shapes(actual), values.shapes(golden)
         if shapes_a != shapes:
             raise AssertionError(f"{name}: shapes {shapes_a} but golden has {shapes}")
         where = lambda i: _list_index(i, shapes)  # noqa: E731
@@ -209,9 +199,8 @@ def check_output(spec: OutputSpec, actual, golden, ref_err: float, case_dtype: t
 
 def snapshot(tensors: Mapping[str, Optional[torch.Tensor]]) -> dict:
     """Copies of the input tensors (and of lists of them), for `modified_inputs`."""
-    return {k: ([x.clone() for x in v] if isinstance(v, (list, tuple)) else v.clone())
-            for k, v in tensors.items()
-            if isinstance(v, torch.Tensor) or isinstance(v, (list, tuple))}
+    return {k: values.map_tensors(torch.clone, v) for k, v in tensors.items()
+            if values.is_value(v)}
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -223,8 +212,8 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 def bitwise_equal(a, b) -> bool:
     """Same shapes, dtypes and bits; a list equals a list of as many equal tensors."""
-    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
-        return (isinstance(a, (list, tuple)) and isinstance(b, (list, tuple))
+    if values.is_list(a) or values.is_list(b):
+        return (values.is_list(a) and values.is_list(b)
                 and len(a) == len(b) and all(bitwise_equal(x, y) for x, y in zip(a, b)))
     return a.shape == b.shape and a.dtype == b.dtype and torch.equal(_bits(a), _bits(b))
 

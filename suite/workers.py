@@ -149,12 +149,14 @@ def _worker_main(tasks, messages, setup: WorkerSetup) -> None:
     import torch
 
     from bwd_suite.suite import cuda_fault, memory, registry, results
-    from bwd_suite.suite.driver import Driver
     from bwd_suite.suite.errors import SuiteInputError
+    from bwd_suite.suite.runner import ContextCache, run_case
+    from bwd_suite.suite.roofline import no_ceilings
 
     if setup.threads:
         torch.set_num_threads(setup.threads)
-    driver = Driver(setup.opts, setup.run, setup.ceilings)
+    ceilings = setup.ceilings if setup.ceilings is not None else no_ceilings(setup.opts.device)
+    contexts = ContextCache()  # the case's inputs and golden, for each of its items
 
     def flushed() -> int:
         sys.stdout.flush()
@@ -178,7 +180,7 @@ def _worker_main(tasks, messages, setup: WorkerSetup) -> None:
                 send(m="load_failed", task=task_id, i=i, reason=why[:OUTPUT_TAIL_CHARS])
                 continue
             send(m="start", task=task_id, i=i, log=flushed())
-            row = driver.rows(Plan.single(spec, case, impl))[0]
+            (row,) = run_case(spec, case, [impl], setup.opts, setup.run, ceilings, contexts)
             send(m="row", task=task_id, i=i, row=results.storable_record(row), log=flushed())
             if cuda_fault.lost_at():  # the rest of the case on a fresh worker
                 os._exit(EXIT_CONTEXT_LOST)
@@ -390,9 +392,9 @@ class Pool:
     def _new_row(self, entry: CasePlan, index: int, device_label: str, verdict: Verdict,
                  kind: FailureKind, why: str, duration_s: float = 0.0) -> ResultRow:
         """A row the parent writes itself (the worker could not)."""
-        from bwd_suite.suite.runner import _row
+        from bwd_suite.suite.runner import item_row
 
-        row = _row(self.run_info, entry.case, entry.impls[index], entry.spec,
+        row = item_row(self.run_info, entry.case, entry.impls[index], entry.spec,
                    "cuda" if device_label.startswith("cuda") else "cpu")
         row.finish(verdict, why, kind, duration_s=duration_s)
         if device_label.startswith("cuda"):

@@ -1,7 +1,7 @@
 """The check every op's bad-input test makes: `python -m bwd_suite run` on a case file that
 holds one bad key exits 2 with one line naming the file and the key."""
 
-from bwd_suite.suite import cli
+from bwd_suite import cli
 
 
 def assert_one_line_naming_file_and_key(tmp_path, capsys, text: str, key: str, says: str):

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from bwd_suite.suite.commands.compare import add_rule_arguments, rule_from
+from bwd_suite.reports.commands.compare import add_rule_arguments, rule_from
 from bwd_suite.suite.errors import SuiteInputError, did_you_mean
 
 HELP = "write a self-contained HTML report of results (optionally against a baseline run)"

@@ -2,7 +2,7 @@
 
 Every mutant runs on every case of the profile (correctness only, one call per item).
 A mutant is caught when at least one item fails; its diagnosis is the cross-case one of
-suite/diagnosis.py over all its items, compared with the cause the mutant declares as
+suite/diagnosis/ over all its items, compared with the cause the mutant declares as
 `planted_cause` on its function. Scores are per op. Exit 0 when, for every op, every
 mutant is caught and the diagnosis names the planted cause for at least 90% of them, 1
 otherwise, 2 on bad input.

@@ -15,7 +15,8 @@ from bwd_suite.suite.cases import Case
 from bwd_suite.suite.outcomes import Verdict
 from bwd_suite.suite.registry import Implementation
 from bwd_suite.suite.roofline import Ceilings
-from bwd_suite.suite.runner import CaseContext, RunOptions, run_item, timed_call
+from bwd_suite.suite.calls import timed_call
+from bwd_suite.suite.runner import CaseContext, RunOptions, run_item
 
 SPEC = registry.op("cross_entropy")
 CPU = torch.device("cpu")

@@ -850,7 +850,7 @@ def test_size_limit_is_for_the_cartesian_product_only(tmp_path, monkeypatch):
 
 
 def test_list_shows_covering_sweeps_against_the_product(tmp_path, capsys):
-    from bwd_suite.suite.cli import main
+    from bwd_suite.cli import main
 
     p = write(tmp_path, HEAD + sweep(PAIRWISE_BODY, name="pw", tags='["ci"]')
               + sweep('combine = "pairwise"\nseqlen = [16, 64]\nchunks = [[], [40]]\n'

@@ -9,7 +9,7 @@ import pytest
 
 from bwd_suite.suite import registry, results
 from bwd_suite.suite.cases import PROFILES, load_cases
-from bwd_suite.suite.cli import main
+from bwd_suite.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["--case", "causal_conv1d/bias/", "--no-timing", "--repeats", "1", "--quiet",
@@ -303,7 +303,7 @@ def test_op_and_impl_op_must_agree(capsys, tmp_path):
 
 
 def _plan(*argv):
-    from bwd_suite.suite.cli import build_parser
+    from bwd_suite.cli import build_parser
     from bwd_suite.suite.selection import select
 
     return select(build_parser().parse_args(["run", "--device", "cpu", *argv])).plan

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from bwd_suite.suite import results
-from bwd_suite.suite.cli import main
+from bwd_suite.cli import main
 from bwd_suite.suite.outcomes import FailureKind, Verdict
 from bwd_suite.suite.text import code_span
 from tests.reports.test_report import PERF

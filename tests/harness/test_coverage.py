@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from bwd_suite.suite import coverage
-from bwd_suite.suite.cli import main as cli
+from bwd_suite.cli import main as cli
 from bwd_suite.suite.outcomes import Verdict
 from bwd_suite.suite.results import ResultsWriter, read_results
 from bwd_suite.suite.rows import ResultRow

@@ -14,7 +14,7 @@ import torch
 from bwd_suite.kernels.softmax.torch_ref import torch_ref as softmax_ref
 from bwd_suite.suite import registry
 from bwd_suite.suite.cases import load_file
-from bwd_suite.suite.cli import main
+from bwd_suite.cli import main
 from bwd_suite.suite.driver import Driver
 from bwd_suite.suite.fuzz.domains import boundary_values, sample_float, sample_int
 from bwd_suite.suite.fuzz.draw import (DrawStats, axis_product, draw_cases, draw_params, fuzz_case,

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from bwd_suite.suite import memory, registry, results
-from bwd_suite.suite.cli import main
+from bwd_suite.cli import main
 from bwd_suite.suite.commands.fuzz import deadlines
 from bwd_suite.suite.fuzz.shrink import failure_of, shrink
 from bwd_suite.suite.outcomes import FailureKind, Verdict

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from bwd_suite.suite import gpus, results
-from bwd_suite.suite.cli import build_parser, main
+from bwd_suite.cli import build_parser, main
 from bwd_suite.suite.errors import SuiteInputError
 from bwd_suite.suite.plan import Plan
 from bwd_suite.suite.selection import select

@@ -14,10 +14,10 @@ from bwd_suite.kernels.mutants import cross_entropy as ce_zoo
 from bwd_suite.kernels.mutants import layer_norm as ln_zoo
 from bwd_suite.kernels.mutants import softmax as sm_zoo
 from bwd_suite.kernels.mutants.causal_conv1d import ALL
-from bwd_suite.ops.causal_conv1d_diagnosis import Cause
+from bwd_suite.ops.causal_conv1d_causes import Cause
 from bwd_suite.suite import registry
 from bwd_suite.suite.cases import load_cases
-from bwd_suite.suite.cli import main
+from bwd_suite.cli import main
 from bwd_suite.suite.commands.mutants import MIN_ACCURACY, render, run_zoo, select_mutants
 from bwd_suite.suite.diagnosis import Generic
 from bwd_suite.suite.registry import Implementation

@@ -99,7 +99,7 @@ def test_failure_names_a_pytest_command_that_reruns_it_alone(failure):
 
 
 def test_failure_names_the_equivalent_suite_run(failure):
-    from bwd_suite.suite.cli import build_parser
+    from bwd_suite.cli import build_parser
     from bwd_suite.suite.selection import select
 
     words = _command(failure, "or:")

@@ -7,7 +7,7 @@ bound to an op implies that op."""
 import pytest
 
 from bwd_suite.suite import registry, results
-from bwd_suite.suite.cli import main
+from bwd_suite.cli import main
 
 SMALL = ["--profile", "ci", "--op", "softmax", "--no-timing", "--repeats", "1", "--quiet",
          "--device", "cpu", "--workers", "0"]

@@ -418,7 +418,7 @@ def test_a_wide_spread_on_either_side_is_noisy_on_any_device():
 
 
 def test_noisy_items_are_listed_apart_and_the_others_still_compared():
-    from bwd_suite.suite.commands import compare as compare_command
+    from bwd_suite.reports.commands import compare as compare_command
 
     base = {("g/a", "k"): _tight(1e-3, 0), ("g/b", "k"): _tight(1e-3, 1)}
     cur = {("g/a", "k"): _tight(3e-3, 2), ("g/b", "k"): _tight(3e-3, 3)}

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bwd_suite.suite import results
-from bwd_suite.suite.cli import main
+from bwd_suite.cli import main
 from bwd_suite.suite.errors import SuiteInputError
 from bwd_suite.suite.outcomes import FailureKind, Verdict
 from bwd_suite.suite.rows import ResultRow

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from bwd_suite.suite import results
-from bwd_suite.suite.cli import main
-from bwd_suite.suite.runner import storage_signature
+from bwd_suite.cli import main
+from bwd_suite.suite.calls import storage_signature
 
 BIAS = ["--profile", "ci", "--case", "causal_conv1d/bias/", "--no-timing", "--repeats", "1",
         "--quiet", "--device", "cpu", "--workers", "0"]

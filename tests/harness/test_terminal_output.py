@@ -9,7 +9,7 @@ import json
 from types import SimpleNamespace
 
 from bwd_suite.suite import coverage, progress, summary
-from bwd_suite.suite.cli import main
+from bwd_suite.cli import main
 from bwd_suite.suite.commands import coverage as coverage_cmd
 from bwd_suite.suite.commands import mutants
 from bwd_suite.suite.outcomes import Determinism, FailureKind, Verdict

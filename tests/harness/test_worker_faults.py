@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bwd_suite.suite import results, workers
-from bwd_suite.suite.cli import main
+from bwd_suite.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 BIAS = ["--profile", "ci", "--case", "causal_conv1d/bias/", "--no-timing", "--repeats", "1",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bwd_suite.suite import results
-from bwd_suite.suite.cli import main
+from bwd_suite.cli import main
 from bwd_suite.suite.outcomes import Verdict
 from bwd_suite.suite.rows import ResultRow
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from bwd_suite.reports import history, render
-from bwd_suite.suite.cli import main
+from bwd_suite.cli import main
 from bwd_suite.suite.regression import Rule
 from tests.reports.test_report import Tree, perf  # noqa: F401  (fixture)
 from tests.reports.test_report_cli import write

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bwd_suite.suite import results
-from bwd_suite.suite.cli import main
+from bwd_suite.cli import main
 from bwd_suite.suite.results import read_results
 from tests.reports.test_report import GPU, PERF, XSS
 
