@@ -29,22 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from bwd_suite.kernels.attention.masks import keep, sdpa_mask
 from bwd_suite.suite.registry import implementation
-
-
-def _keep(seq_idx: Optional[torch.Tensor], causal: bool, T: int, device) -> torch.Tensor:
-    """(B or 1, 1, T, T) bool: query i sees key j."""
-    if seq_idx is None:
-        keep = torch.ones(1, 1, T, T, dtype=torch.bool, device=device)
-    else:
-        s = seq_idx.long()
-        keep = ((s.unsqueeze(-1) == s.unsqueeze(-2)) & (s.unsqueeze(-1) >= 0)).unsqueeze(1)
-    return keep.tril() if causal else keep
-
-
-def _mask(seq_idx: Optional[torch.Tensor], causal: bool, T: int, device) -> Optional[torch.Tensor]:
-    """SDPA's attn_mask: the keep mask of packed rows, or None (causality then by is_causal)."""
-    return None if seq_idx is None else _keep(seq_idx, causal, T, device)
 
 
 def _grads_into(out, q, k, v, dout, forward, dtype, context=None):
@@ -59,7 +45,7 @@ def _grads_into(out, q, k, v, dout, forward, dtype, context=None):
 
 def _backward(backends, q, k, v, dout, seq_idx, causal, scale, out, dtype=None):
     """dq, dk, dv by autograd of SDPA under `backends`, in `dtype` (default: the case's)."""
-    mask = _mask(seq_idx, causal, q.shape[2], q.device)
+    mask = sdpa_mask(seq_idx, causal, q.shape[2], q.device)
 
     def forward(qq, kk, vv):
         return F.scaled_dot_product_attention(
@@ -69,23 +55,11 @@ def _backward(backends, q, k, v, dout, seq_idx, causal, scale, out, dtype=None):
     _grads_into(out, q, k, v, dout, forward, dtype or q.dtype, sdpa_kernel(backends))
 
 
-def _fused_supports(name: str, mask_ok: bool, fp32_ok: bool, max_dim: int):
-    def supports(p: Mapping) -> Optional[str]:
-        if p["packing"] != "none" and not mask_ok:
-            return f"{name} takes no attention mask (packed sequences)"
-        if p["dtype"] == "float32" and not fp32_ok:
-            return f"{name} takes 16-bit inputs only"
-        if p["head_dim"] > max_dim or p["head_dim"] % 8:
-            return f"{name} takes head dims that are multiples of 8 up to {max_dim}"
-        return None
-    return supports
-
-
 @implementation("attention", "torch_ref", kind="native", version=torch.__version__)
 def torch_ref(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
     """FlashAttention's rounding, eager: scores and softmax in fp32, P to the dtype"""
     dt, G = q.dtype, q.shape[1] // k.shape[1]
-    keep = _keep(seq_idx, causal, q.shape[2], q.device)
+    keep = keep(seq_idx, causal, q.shape[2], q.device)
     seen = keep.any(-1, keepdim=True)  # a query that sees nothing gets P = 0, not NaN
 
     def forward(qq, kk, vv):
@@ -108,38 +82,3 @@ def torch_fp32(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
     """SDPA's math backend on fp32 copies, rounded once at the store"""
     _backward([SDPBackend.MATH], q, k, v, dout, seq_idx, causal, scale, out,
               dtype=torch.float32)
-
-
-@implementation("attention", "torch_sdpa", kind="native", version=torch.__version__,
-                deterministic=False)
-def torch_sdpa(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
-    """SDPA as PyTorch dispatches it (a fused backend where one applies)"""
-    _backward([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
-               SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH],
-              q, k, v, dout, seq_idx, causal, scale, out)
-
-
-# The fused backends accumulate dq (FlashAttention's also dk, dv of grouped heads) with
-# atomics in their backward: bitwise reproducibility is not claimed.
-@implementation("attention", "torch_flash", kind="native", version=torch.__version__,
-                devices=("cuda",), deterministic=False,
-                supports=_fused_supports("the flash backend", False, False, 256))
-def torch_flash(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
-    """SDPA pinned to its FlashAttention-2 backend"""
-    _backward([SDPBackend.FLASH_ATTENTION], q, k, v, dout, seq_idx, causal, scale, out)
-
-
-@implementation("attention", "torch_efficient", kind="native", version=torch.__version__,
-                devices=("cuda",), deterministic=False,
-                supports=_fused_supports("the memory-efficient backend", True, True, 256))
-def torch_efficient(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
-    """SDPA pinned to its memory-efficient (xFormers) backend"""
-    _backward([SDPBackend.EFFICIENT_ATTENTION], q, k, v, dout, seq_idx, causal, scale, out)
-
-
-@implementation("attention", "torch_cudnn", kind="native", version=torch.__version__,
-                devices=("cuda",), deterministic=False,
-                supports=_fused_supports("the cuDNN backend", False, False, 128))
-def torch_cudnn(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
-    """SDPA pinned to its cuDNN backend"""
-    _backward([SDPBackend.CUDNN_ATTENTION], q, k, v, dout, seq_idx, causal, scale, out)
