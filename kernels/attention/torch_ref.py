@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bwd_suite.kernels.attention.masks import keep, sdpa_mask
+from bwd_suite.kernels.attention.masks import keep as visible, sdpa_mask
 from bwd_suite.suite.registry import implementation
 
 
@@ -59,7 +59,7 @@ def _backward(backends, q, k, v, dout, seq_idx, causal, scale, out, dtype=None):
 def torch_ref(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
     """FlashAttention's rounding, eager: scores and softmax in fp32, P to the dtype"""
     dt, G = q.dtype, q.shape[1] // k.shape[1]
-    keep = keep(seq_idx, causal, q.shape[2], q.device)
+    keep = visible(seq_idx, causal, q.shape[2], q.device)
     seen = keep.any(-1, keepdim=True)  # a query that sees nothing gets P = 0, not NaN
 
     def forward(qq, kk, vv):
