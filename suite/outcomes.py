@@ -36,6 +36,8 @@ class FailureKind(enum.StrEnum):
     MISMATCH = "mismatch"
     UNWRITTEN = "unwritten output"
     REPLACED = "output replaced"  # a new tensor put into `out`, the given one not written
+    # a two-phase call returned a tensor it had returned before (computed once, not each call)
+    STALE = "stale output"
     NONFINITE = "non-finite output"
     INPUT_MODIFIED = "input modified"
     NONDETERMINISTIC = "nondeterministic"

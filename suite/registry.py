@@ -28,6 +28,13 @@ _discovered = False
 _PACKAGES = ("bwd_suite.ops", "bwd_suite.kernels")  # imported by discover()
 
 
+class Unsupported(Exception):
+    """Raised by an implementation (or its `prepare`) that cannot take a case it could not
+    refuse ahead through `supports`: a library that decides at call time (PyTorch's pinned
+    attention backends raise "No available kernel" and warn why). The item is
+    `unsupported` with this reason, not an error."""
+
+
 @dataclass(frozen=True)
 class Implementation:
     op: str
@@ -62,12 +69,20 @@ class Implementation:
     # a copy of the input, outside the timed region, with out[output] the same
     # tensor; docs/contract.md#outputs-written-into-an-input
     in_place: Mapping[str, str] = field(default_factory=dict)
+    # two phases (docs/contract.md#two-phase-implementations): prepare(**inputs, **attrs)
+    # runs untimed (a forward saving what the backward needs) and returns `saved`; the
+    # timed call is then fn(**inputs, **attrs, saved=saved), which returns its outputs as
+    # a dict of tensors it allocated, fresh each call, instead of writing into `out`
+    prepare: Optional[Callable] = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"implementation {self.name}: kind {self.kind!r} not in {KINDS}")
         if not self.enabled and not self.disabled_reason:
             raise ValueError(f"implementation {self.name}: disabled without a reason")
+        if self.prepare is not None and self.in_place:
+            raise ValueError(f"implementation {self.name}: a two-phase implementation returns "
+                             f"its outputs, so none can be written into an input")
 
     @property
     def key(self) -> str:
@@ -253,9 +268,12 @@ def external_implementation(spec: str, default_op: Optional[str] = None,
             raise SuiteInputError("--impl", f"{spec!r} does not say which op it implements: "
                                             f"write OP={spec} (ops: {', '.join(ops())}) or "
                                             f"give --op")
+        # an object with a callable `prepare` attribute is a two-phase implementation
+        prepare = getattr(obj, "prepare", None)
         impl = Implementation(op=op_name, name=obj_spec, fn=obj, kind="external",
                               deterministic=False, doc=(obj.__doc__ or "").strip()[:80],
-                              origin=f"{op_name}={obj_spec}")
+                              origin=f"{op_name}={obj_spec}",
+                              prepare=prepare if callable(prepare) else None)
     if default_op and impl.op != default_op:
         raise SuiteInputError("--impl", f"{spec!r} implements {impl.op}, not --op {default_op}")
     _check_takes_inputs(impl, spec)
@@ -271,16 +289,22 @@ def _check_takes_inputs(impl: Implementation, text: str) -> None:
 
     spec = ops()[impl.op]
     inputs = spec.make_inputs(spec.params.defaults(), 0, torch.device("cpu"))
-    names = [*inputs.tensors, *inputs.attrs, "out"]
-    try:
-        signature = inspect.signature(impl.fn)
-    except (TypeError, ValueError):  # a builtin or an extension's function: cannot tell
-        return
-    try:
-        signature.bind(**dict.fromkeys(names))
-    except TypeError as e:
-        raise SuiteInputError("--impl", f"{text!r} cannot take the inputs of {impl.op} as "
-                                        f"keywords ({', '.join(names)}): {e}") from None
+    names = [*inputs.tensors, *inputs.attrs]
+    for what, fn, extra in (("", impl.fn, "saved" if impl.prepare else "out"),
+                            (".prepare", impl.prepare, None)):
+        if fn is None:
+            continue
+        keywords = names + ([extra] if extra else [])
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):  # a builtin or an extension's function: cannot tell
+            continue
+        try:
+            signature.bind(**dict.fromkeys(keywords))
+        except TypeError as e:
+            raise SuiteInputError("--impl", f"{text!r}{what} cannot take the inputs of "
+                                            f"{impl.op} as keywords ({', '.join(keywords)}): "
+                                            f"{e}") from None
 
 
 def select_implementations(op_name: str, names: Optional[list], include_mutants=False,

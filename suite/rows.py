@@ -165,6 +165,7 @@ class ResultRow:
     arith_intensity: Optional[float] = _col(_f64)
     bound: Optional[str] = _col(_str)
     peak_mem_bytes: Optional[int] = _col(_i64)
+    saved_bytes: Optional[int] = _col(_i64)  # a two-phase forward saved for its backward
     duration_s: Optional[float] = _col(_f64)
 
     @classmethod

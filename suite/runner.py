@@ -31,7 +31,7 @@ from bwd_suite.suite.diagnosis import diagnose_item
 from bwd_suite.suite.launches import count_launches
 from bwd_suite.suite.opspec import CaseInputs, OpSpec
 from bwd_suite.suite.outcomes import Determinism, FailureKind, Verdict
-from bwd_suite.suite.registry import Implementation
+from bwd_suite.suite.registry import Implementation, Unsupported
 from bwd_suite.suite.results import params_json
 from bwd_suite.suite.roofline import Ceilings, roofline, same_bytes_copy_s
 from bwd_suite.suite.rows import ResultRow, RunInfo
@@ -94,9 +94,11 @@ def run_item(ctx: CaseContext, impl: Implementation, run: Optional[RunInfo],
     stage = _Stage()
     try:
         _check(row, ctx, impl, impls_by_name, stage)
-        if ctx.opts.timing and row.verdict is not Verdict.ERROR:
+        if ctx.opts.timing and row.verdict not in (Verdict.ERROR, Verdict.UNSUPPORTED):
             stage.now = "being timed"
             _time(row, ctx.spec, impl, ctx, ceilings)
+    except Unsupported as e:  # the library refused the case when called
+        row.finish(Verdict.UNSUPPORTED, f"{impl.name}: {e}")
     except Exception as e:  # noqa: BLE001 - the row keeps the message
         _raised(row, e, stage.now, ctx, impl)
     row.duration_s = time.perf_counter() - started
@@ -134,17 +136,24 @@ def _check(row: ResultRow, ctx: CaseContext, impl: Implementation,
         return
     before = snapshot(ctx.inputs.tensors)
     dev = opts.device
-    stage.now = "being called"
     call = Call.of(spec, impl, ctx.inputs, case.params)
-    checked = call.checked(dev)
+    prepared = None
+    if call.two_phase:
+        stage.now = "preparing (its untimed forward)"
+        prepared = call.prepared()
+        row.saved_bytes = prepared.bytes
+    stage.now = "being called"
+    checked = call.checked(dev, prepared)
     _sync(dev)
     row.peak_mem_bytes = checked.allocator.temporaries()
     first, replaced, repeats = checked.outputs, checked.replaced, []
     for _ in range(opts.repeats - 1):
-        again = call.checked()
+        again = call.checked(prepared=prepared)
         repeats.append(again.outputs)
         replaced = sorted(set(replaced) | set(again.replaced))
     _sync(dev)
+    stale = call.stale(first, repeats)
+    del prepared
 
     stage.now = "checking its outputs"
     own = impl.name == spec.yardstick
@@ -167,6 +176,10 @@ def _check(row: ResultRow, ctx: CaseContext, impl: Implementation,
                             f"tensor into (or removed from) "
                             f"out{[k for k in replaced if k not in in_place]} instead of "
                             f"writing the one it was given"))
+    if stale:
+        failures.insert(0, (FailureKind.STALE,
+                            f"stale output: a repeat returned {stale} in the first call's "
+                            f"storage: computed once and handed back, not by each call"))
     changed = modified_inputs(before, ctx.inputs.tensors)
     if changed:
         failures.insert(0, (FailureKind.INPUT_MODIFIED,

@@ -1,0 +1,83 @@
+"""Does the suite time the attention kernels, or itself? For each case and implementation,
+the suite's time of the backward (the median of a `run`'s results file) beside a bare loop
+of CUDA events around the very same call (the implementation's backward on its prepared
+state, no harness in between), and their ratio. Target: within 5%.
+
+    python3 scripts/attention_bare_loop.py RESULTS.parquet [--impl a,b] [--reps 50]
+
+RESULTS is a `run` of the same cases on this machine (same seeds, so the same inputs).
+Prints one line per item and writes nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+from bwd_suite.suite import registry  # noqa: E402
+from bwd_suite.suite.errors import SuiteInputError, run_script  # noqa: E402
+
+
+def bare_ms(fn, reps: int, warmup: int = 10) -> float:
+    """The median of `reps` CUDA-event intervals, one call each, no flush, no setup."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+          for _ in range(reps)]
+    for a, b in ev:
+        a.record()
+        fn()
+        b.record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in ev)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("results", type=Path)
+    ap.add_argument("--impl", default="", help="comma-separated; default every timed one")
+    ap.add_argument("--reps", type=int, default=50)
+    a = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        raise SuiteInputError("device", "a bare loop of CUDA events needs a CUDA device")
+    df = pd.read_parquet(a.results)
+    df = df[(df.op == "attention") & df.time_median_s.notna()]
+    if a.impl:
+        df = df[df.impl.isin(a.impl.split(","))]
+    spec = registry.op("attention")
+    impls = {i.name: i for i in registry.implementations("attention")}
+    dev = torch.device("cuda")
+    ratios = []
+    print(f"{'case':60s} {'impl':22s} {'suite ms':>9s} {'bare ms':>9s} {'ratio':>6s}")
+    for _, row in df.iterrows():
+        impl = impls.get(row.impl)
+        if impl is None or impl.prepare is None:
+            continue
+        params = dict(spec.params.defaults(), **json.loads(row.params_json))
+        inputs = spec.make_inputs(params, int(row.seed), dev)
+        saved = impl.prepare(**inputs.tensors, **inputs.attrs)
+        ms = bare_ms(lambda: impl.fn(**inputs.tensors, **inputs.attrs, saved=saved), a.reps)
+        suite_ms = 1e3 * row.time_median_s
+        ratios.append(suite_ms / ms)
+        print(f"{row.case_id[:60]:60s} {row.impl:22s} {suite_ms:9.3f} {ms:9.3f} "
+              f"{suite_ms / ms:6.3f}", flush=True)
+        del saved, inputs
+        torch.cuda.empty_cache()
+    if ratios:
+        worst = max(ratios, key=lambda r: abs(r - 1))
+        print(f"{len(ratios)} items: suite / bare median {statistics.median(ratios):.3f}, "
+              f"worst {worst:.3f} (target within 5%)")
+    return 0
+
+
+if __name__ == "__main__":
+    run_script(main, "attention_bare_loop")
