@@ -7,7 +7,7 @@ sees the same values for the same case (seeded on the CPU, then moved), never ze
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import torch
 
@@ -107,3 +107,20 @@ def upstream(noise: torch.Tensor, y: Optional[torch.Tensor], a: float, b: float,
         g += b * torch.where(sd > 0, yc / sd.clamp_min(1e-300), 0.0)
     g[..., -1] += peak
     return g
+
+
+def batch_reordered(tensors: Mapping, names: Sequence[str], order: torch.Tensor) -> dict:
+    """`tensors` with those named (and present) reordered along dim 0 by `order`, each in
+    its own memory layout (a batch-invariance variant: OpSpec.batch_variant)."""
+    out = dict(tensors)
+    for k in names:
+        t = out.get(k)
+        if t is not None:
+            out[k] = empty_like_layout(t).copy_(t.index_select(0, order.to(t.device)))
+    return out
+
+
+def batch_restored(outputs: Mapping, order: torch.Tensor) -> dict:
+    """Outputs computed on inputs reordered by `order`, put back in the original order."""
+    back = torch.argsort(order)
+    return {k: v.index_select(0, back.to(v.device)) for k, v in outputs.items()}

@@ -154,6 +154,12 @@ class OpSpec:
     # including its updated inputs, the float64 golden) -> {name: number}; None: none
     case_stats: Optional[Callable[[Mapping, CaseInputs, Mapping, Mapping], dict]] = None
 
+    # batch invariance (a check any op may declare): (inputs, params) -> (the same
+    # sequences in another order, a function taking the outputs on those inputs back to the
+    # original order), or None where the case has nothing to reorder (one sequence). An
+    # implementation's outputs on both must be bitwise equal (`batch_invariant` column)
+    batch_variant: Optional[Callable[[CaseInputs, Mapping], Optional[tuple]]] = None
+
     tags: tuple = field(default=())
 
     def __post_init__(self):

@@ -64,7 +64,7 @@ def _col(arrow: pa.DataType, default: Any = None) -> Any:
     return field(default=default, metadata={"arrow": arrow})
 
 
-_str, _i64, _i32, _f64 = pa.string(), pa.int64(), pa.int32(), pa.float64()
+_str, _i64, _i32, _f64, _bool = pa.string(), pa.int64(), pa.int32(), pa.float64(), pa.bool_()
 
 
 @dataclass(frozen=True)
@@ -138,6 +138,9 @@ class ResultRow:
     determinism: Determinism = _col(_str, Determinism.NOT_CHECKED)
     det_repeats: int = _col(_i32, 0)
     det_spread: Optional[float] = _col(_f64)
+    # the same sequences reordered (OpSpec.batch_variant) gave bitwise the same outputs;
+    # None: not checked (the op declares no reordering, or the case has one sequence)
+    batch_invariant: Optional[bool] = _col(_bool)
     # --- timing (suite.timing) ---
     timing_method: Optional[str] = _col(_str)
     time_samples_s: list = _col(pa.list_(_f64), [])

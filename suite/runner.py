@@ -36,8 +36,8 @@ from bwd_suite.suite.results import params_json
 from bwd_suite.suite.roofline import Ceilings, roofline, same_bytes_copy_s
 from bwd_suite.suite.rows import ResultRow, RunInfo
 from bwd_suite.suite.timing import time_call, wall_time
-from bwd_suite.suite.verdicts import (OutputCheck, check_output, classify_determinism,
-                                      modified_inputs, snapshot)
+from bwd_suite.suite.verdicts import (OutputCheck, bitwise_equal, check_output,
+                                      classify_determinism, modified_inputs, snapshot)
 
 
 def _sync(device: torch.device) -> None:
@@ -200,6 +200,10 @@ def _check(row: ResultRow, ctx: CaseContext, impl: Implementation,
         claim = " (the implementation claims bitwise reductions)" if impl.deterministic else ""
         failures.append((FailureKind.NONDETERMINISTIC, det.message + claim))
 
+    if spec.batch_variant is not None:
+        stage.now = "checking its batch invariance"
+        row.batch_invariant = _batch_invariant(ctx, impl, first)
+
     if failures:
         row.finish(Verdict.FAIL, "; ".join(m for _, m in failures), failures[0][0])
         _diagnose(row, ctx, first, checks)
@@ -209,6 +213,18 @@ def _check(row: ResultRow, ctx: CaseContext, impl: Implementation,
         given = CaseInputs(tensors={k: before.get(k) for k in ctx.inputs.tensors},
                            attrs=ctx.inputs.attrs)
         row.stats_json = case_stats_json(spec, case.params, given, first, ctx.golden)
+
+
+def _batch_invariant(ctx: CaseContext, impl: Implementation, first: Mapping) -> Optional[bool]:
+    """Whether the same sequences in another order (OpSpec.batch_variant) give bitwise the
+    same outputs, put back in order; None where the case has nothing to reorder."""
+    variant = ctx.spec.batch_variant(ctx.inputs, ctx.case.params)
+    if variant is None:
+        return None
+    reordered, back = variant
+    other = Call.of(ctx.spec, impl, reordered, ctx.case.params).checked()
+    again = back({o.name: other.outputs[o.name] for o in ctx.outputs})
+    return all(bitwise_equal(first[o.name], again[o.name]) for o in ctx.outputs)
 
 
 def case_stats_json(spec: OpSpec, params: Mapping, inputs: CaseInputs, outputs: Mapping,
