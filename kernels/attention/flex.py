@@ -64,9 +64,10 @@ def mods(q, k, seq_idx, attn_mask, attrs):
         if seg is not None:
             ok = ok & (seg[b, qi] == seg[b, kj]) & (seg[b, qi] >= 0)
         if keep is not None:
-            ok = ok & keep[b if keep.shape[0] > 1 else 0, 0, qi, kj]
+            ok = ok & keep[b if keep.shape[0] > 1 else 0, h if keep.shape[1] > 1 else 0, qi, kj]
         if bias is not None:
-            ok = ok & (bias[b if bias.shape[0] > 1 else 0, 0, qi, kj] > float("-inf"))
+            ok = ok & (bias[b if bias.shape[0] > 1 else 0, h if bias.shape[1] > 1 else 0, qi, kj]
+                       > float("-inf"))
         return ok
 
     score_mod = None
@@ -75,7 +76,8 @@ def mods(q, k, seq_idx, attn_mask, attrs):
             if cap:
                 s = cap * torch.tanh(s / cap)
             if bias is not None:
-                s = s + bias[b if bias.shape[0] > 1 else 0, 0, qi, kj].to(s.dtype)
+                s = s + bias[b if bias.shape[0] > 1 else 0, h if bias.shape[1] > 1 else 0, qi,
+                             kj].to(s.dtype)
             return s
     return mask_mod, score_mod
 

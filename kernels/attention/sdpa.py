@@ -92,7 +92,9 @@ def _refusing(backends, fn):
 
 def _keep(q, k, seq_idx, attrs) -> torch.Tensor:
     """The boolean mask of the keys each query sees (kernels/attention/masks.py)."""
-    return masks.keep(seq_idx, attrs["causal"], q.shape[2], q.device)
+    return masks.keep(seq_idx, attrs["causal"], q.shape[2], k.shape[2], q.device,
+                      align=attrs["align"], window_left=attrs["window_left"],
+                      window_right=attrs["window_right"])
 
 
 def _visibility(q, k, seq_idx, attn_mask, attrs, explicit):
