@@ -103,9 +103,12 @@ COLUMNS = ("run_id", "run_started", "host", "device", "device_name", "op", "case
            "known_failure", "outputs", "diagnosis", "diagnosis_cause", "determinism",
            "det_spread", "time_samples_s", "time_median_s", "time_iqr_s", "bytes", "gbps",
            "copy_gbps", "frac_copy_bw", "frac_same_copy", "same_copy_s", "arith_intensity",
-           "bound", "wall_median_ms", "launches", "stats_json", "peak_mem_bytes")
+           "bound", "wall_median_ms", "launches", "stats_json", "peak_mem_bytes", "flops",
+           "tflops", "peak_tflops", "frac_peak_flops", "saved_bytes", "memory_bounds_json")
 # columns a frame may lack (rows built by hand, not read through suite.results): null
-OPTIONAL = ("wall_median_ms", "launches", "stats_json", "peak_mem_bytes", "host", "device")
+OPTIONAL = ("wall_median_ms", "launches", "stats_json", "peak_mem_bytes", "host", "device",
+            "flops", "tflops", "peak_tflops", "frac_peak_flops", "saved_bytes",
+            "memory_bounds_json")
 
 
 def _case_ranks(rows: pd.DataFrame) -> pd.Series:
@@ -173,6 +176,12 @@ def select(df: pd.DataFrame, cap: int) -> Items:
     for op, group in dict.fromkeys(zip(rows["op"], rows["case_group"])):
         op_groups.setdefault(op, []).append(group)
     return Items(rows=rows, cap=cap, n_duplicates=n_dup, op_groups=op_groups)
+
+
+def compute_bound(bound) -> bool:
+    """Whether an item's `bound` says it is judged against the compute peak (TFLOP/s and
+    frac_peak_flops), not the copy bandwidth."""
+    return isinstance(bound, str) and bound == "compute"
 
 
 def case_label(op: str, group: str, case_id: str) -> str:
