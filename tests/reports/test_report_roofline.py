@@ -41,7 +41,8 @@ def row(op, case, impl, t, **cols) -> ResultRow:
     r = ResultRow(run_id="r1", run_started="2026-12-02T10:00:00+00:00", device="cuda:0",
                   device_name=DEVICE, op=op, case_id=f"{op}/perf/{case}", case_group="perf",
                   impl=impl, impl_kind="reference" if impl == "torch_ref" else "native",
-                  time_samples_s=[t * 0.99, t, t * 1.01, t, t], time_median_s=t,
+                  time_samples_s=[t * (1 + (k - 3.5) / 1000) for k in range(8)],
+                  time_median_s=t,
                   time_iqr_s=t * 0.01, timing_method="cuda_events", l2_flush="clean",
                   copy_gbps=COPY, **cols)
     return r.finish(Verdict.PASS)
@@ -222,3 +223,58 @@ def test_older_results_have_no_compute_chart_and_no_ledger(perf):  # noqa: F811
     assert "No op in these results declares bounds" in html
     assert all(raw == "" for _, _, k, raw, _ in Tree(html).values("roofline")
                if k in ("tflops", "frac_peak_flops"))
+
+
+# -- against a baseline: the changes section and the compare command --------------------------
+
+def slowed(frame, impl="torch_cudnn", factor=1.3):
+    """The frame with one compute-bound item `factor` times slower."""
+    df = frame.copy()
+    i = df.index[df.case_id.str.endswith(BIG[0]) & (df.impl == impl)][0]
+    df.at[i, "time_samples_s"] = df.at[i, "time_samples_s"] * factor
+    df.loc[i, "time_median_s"] *= factor
+    df.loc[i, ["tflops", "frac_peak_flops"]] /= factor
+    return df, df.loc[i]
+
+
+def test_changes_show_a_compute_bound_items_rate_in_both_runs(frame):
+    cur, item = slowed(frame)
+    tree = Tree(html_of(cur, baseline=frame))
+    seen = {(c, i, k): raw for c, i, k, raw, _ in tree.values("changes")}
+    key = (item.case_id, item.impl)
+    base = _at(frame, BIG[0], "torch_cudnn")
+    assert float(seen[key + ("cur_tflops",)]) == item.tflops
+    assert float(seen[key + ("cur_frac_peak_flops",)]) == item.frac_peak_flops
+    assert float(seen[key + ("base_tflops",)]) == base.tflops
+    small = _at(frame, SMALL[0], "torch_cudnn")  # memory bound: the medians alone
+    assert (small.case_id, small.impl, "cur_tflops") not in seen
+    assert (small.case_id, small.impl, "cur_median_s") in seen
+
+
+def test_compare_prints_a_compute_bound_items_rate(frame, tmp_path, capsys):
+    from bwd_suite.cli import main
+    from tests.reports.test_report_cli import write
+
+    cur, item = slowed(frame)
+    base_path, cur_path = write(frame, tmp_path / "base.parquet"), write(cur, tmp_path / "c.parquet")
+    rate = f"517 -> {item.tflops:.3g} TFLOP/s ({100 * item.frac_peak_flops:.3g} % of peak)"
+    assert main(["compare", str(base_path), str(cur_path)]) == 1  # the regression
+    out = capsys.readouterr().out
+    (line,) = [x for x in out.splitlines() if item.case_id in x and "x1.300" in x]
+    assert line.endswith(rate)
+    assert main(["compare", str(base_path), str(cur_path), "--format", "markdown"]) == 1
+    out = capsys.readouterr().out
+    assert "| TFLOP/s (compute bound) |" in out
+    assert rate.replace(">", "&gt;") + " |" in out  # a markdown cell escapes its text
+    assert main(["compare", str(base_path), str(cur_path), "--format", "json"]) == 1
+    items = {(r["case_id"], r["impl"]): r for r in json.loads(capsys.readouterr().out)["items"]
+             if "ratio" in r}
+    assert items[(item.case_id, item.impl)]["cur_frac_peak_flops"] == item.frac_peak_flops
+    assert items[(item.case_id, item.impl)]["base_tflops"] == 517.0
+    small = _at(frame, SMALL[0], "torch_cudnn")
+    assert items[(small.case_id, small.impl)]["cur_tflops"] is None
+    assert main(["compare", str(base_path), str(cur_path), "--format", "csv"]) == 1
+    head, *rows = capsys.readouterr().out.splitlines()
+    assert head.endswith(",base_tflops,cur_tflops,cur_frac_peak_flops")
+    assert any(r.startswith("regression,attention,") and r.endswith(
+        f",517.0,{float(item.tflops)!r},{float(item.frac_peak_flops)!r}") for r in rows)
