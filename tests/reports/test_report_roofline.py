@@ -278,3 +278,16 @@ def test_compare_prints_a_compute_bound_items_rate(frame, tmp_path, capsys):
     assert head.endswith(",base_tflops,cur_tflops,cur_frac_peak_flops")
     assert any(r.startswith("regression,attention,") and r.endswith(
         f",517.0,{float(item.tflops)!r},{float(item.frac_peak_flops)!r}") for r in rows)
+
+
+def test_history_shows_the_latest_rate_of_a_compute_bound_item(frame):
+    cur, item = slowed(frame)
+    cur = cur.assign(run_id="r2", run_started="2026-12-03T10:00:00+00:00")
+    html = html_of(cur, history=(("night 1", frame), ("night 2", cur)))
+    seen = {(c, i, k): raw for c, i, k, raw, _ in Tree(html).values("history")}
+    assert float(seen[(item.case_id, item.impl, "latest_tflops")]) == item.tflops
+    assert float(seen[(item.case_id, item.impl, "latest_frac_peak_flops")]) == \
+        item.frac_peak_flops
+    small = _at(frame, SMALL[0], "torch_cudnn")
+    assert (small.case_id, small.impl, "latest_median_s") in seen
+    assert (small.case_id, small.impl, "latest_tflops") not in seen
