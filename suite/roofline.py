@@ -80,6 +80,10 @@ class Ceilings:
     gemm_tflops: Mapping[str, float] = field(default_factory=dict)
     gemm_source: str = "none"  # "measured <iso date>" or "none"
 
+    def __hash__(self) -> int:  # frozen, so hashable, though the rates are a (picklable) dict
+        return hash((self.device_name, self.copy_gbps, self.copy_source, self.peak_tflops,
+                     tuple(sorted(self.gemm_tflops.items())), self.gemm_source))
+
     def compute_peak(self, dtype: Optional[str]) -> float | None:
         """The compute ceiling of a case in `dtype` (a suite.inputs.DTYPES name, the op's
         `dtype_param`), TFLOP/s: the measured dense GEMM rate of that dtype (bf16 and fp16

@@ -249,6 +249,8 @@ def test_compute_peak_rule():
     assert [H100.compute_peak(d) for d in ("bfloat16", "float16", "float32", None)] == \
         [778.0, 755.0, 51.0, 51.0]
     assert H100.compute_peak("float64") is None  # no fp64 rate: no ceiling, no bound
+    assert hash(H100) == hash(Ceilings(**{**H100.__dict__, "gemm_tflops": dict(
+        reversed(list(H100.gemm_tflops.items())))}))  # frozen: hashable, rates in any order
     assert roofline(1000, 10**9, 1e-3, H100, dtype="float64").bound is None
     # not measured: fp32 falls back to the datasheet rate, 16-bit dtypes have none
     assert (H200.compute_peak("float32"), H200.compute_peak("bfloat16")) == (67.0, None)
