@@ -31,6 +31,11 @@ class TimingRow:
     n: str  # "baseline/current" sample counts
     change: str = ""  # suite.regression.Change value
     flag: str = ""  # FLAG_TEXT: "" when within the factor
+    # a compute-bound item's TFLOP/s and fraction of the compute peak in each run
+    # (missing where it is not compute bound there, or the run predates the columns)
+    base_tflops: fmt.Num = fmt.NONE
+    cur_tflops: fmt.Num = fmt.NONE
+    cur_frac_peak: fmt.Num = fmt.NONE
 
 
 @dataclass(frozen=True)
@@ -95,11 +100,19 @@ class Changes:
         return "bad" if self.gate_failed else ("warn" if self.vacuous else "ok")
 
 
-def _timing(items, cap: int = MAX_LISTED) -> tuple:
-    return tuple(TimingRow(t.op, t.case_id, t.impl, fmt.seconds(t.base_median_s),
-                           fmt.seconds(t.cur_median_s), fmt.times(t.ratio), fmt.pvalue(t.p),
-                           f"{t.n_base}/{t.n_cur}", t.change.value, FLAG_TEXT[t.change])
-                 for t in items[:cap])
+def _timing(items, cap: int = MAX_LISTED, rates: tuple = ({}, {})) -> tuple:
+    """`rates`: (baseline, current) items.compute_rates."""
+    out = []
+    for t in items[:cap]:
+        key = (t.op, t.case_id, t.impl)
+        base, cur = rates[0].get(key), rates[1].get(key)
+        out.append(TimingRow(t.op, t.case_id, t.impl, fmt.seconds(t.base_median_s),
+                             fmt.seconds(t.cur_median_s), fmt.times(t.ratio), fmt.pvalue(t.p),
+                             f"{t.n_base}/{t.n_cur}", t.change.value, FLAG_TEXT[t.change],
+                             base_tflops=fmt.rate(base.tflops if base else None),
+                             cur_tflops=fmt.rate(cur.tflops if cur else None),
+                             cur_frac_peak=fmt.percent(cur.frac_peak if cur else None)))
+    return tuple(out)
 
 
 def _known(items) -> tuple:
@@ -117,7 +130,9 @@ def _presence(items) -> tuple:
                  for p in items[:MAX_LISTED])
 
 
-def build(c: Comparison) -> Changes:
+def build(c: Comparison, rates: tuple = ({}, {})) -> Changes:
+    """`rates`: (baseline, current) throughput of compute-bound items
+    (reports.items.compute_rates), shown beside their medians."""
     def worst_first(change: Change, reverse: bool):
         return sorted((t for t in c.timing if t.change is change), key=lambda t: t.ratio,
                       reverse=reverse)
@@ -127,7 +142,7 @@ def build(c: Comparison) -> Changes:
     uncertain = sorted(c.uncertain, key=lambda t: abs(t.ratio - 1), reverse=True)
     listings = (
         Listing("regressions", "Regressions", "slower beyond the factor, significant",
-                Kind.TIMING, _timing(regressions), len(regressions)),
+                Kind.TIMING, _timing(regressions, rates=rates), len(regressions)),
         Listing("new-failures", "New failures",
                 "cases in both runs that fail, raise or time out now and passed or were "
                 "unsupported before (or failed as declared); not a declared known failure",
@@ -141,7 +156,7 @@ def build(c: Comparison) -> Changes:
                 "(pytest's strict xfail)", Kind.KNOWN, _known(list(c.unexpected_passes)),
                 len(c.unexpected_passes)),
         Listing("improvements", "Improvements", "faster beyond the factor, significant",
-                Kind.TIMING, _timing(improvements), len(improvements)),
+                Kind.TIMING, _timing(improvements, rates=rates), len(improvements)),
         Listing("fixed", "Fixed failures", "failed or raised before, pass now", Kind.VERDICT,
                 _verdicts(list(c.fixed_failures)), len(c.fixed_failures)),
         Listing("known-failures", "Known failures (expected)",
@@ -151,7 +166,7 @@ def build(c: Comparison) -> Changes:
         Listing("uncertain", "Beyond the factor, not significant",
                 "the medians differ by more than the factor but the samples do not show it "
                 "at the chosen alpha (too few or too noisy samples)", Kind.TIMING,
-                _timing(uncertain), len(uncertain)),
+                _timing(uncertain, rates=rates), len(uncertain)),
         Listing("disappeared", "Disappeared", "in the baseline only", Kind.PRESENCE,
                 _presence(list(c.disappeared)), len(c.disappeared)),
         Listing("new-cases", "New cases", "in the current results only", Kind.PRESENCE,
@@ -162,7 +177,7 @@ def build(c: Comparison) -> Changes:
                      "baseline and current median, their ratio (above ×1 is slower), the "
                      "Mann-Whitney p, and whether the rule flags it; flagged items first, "
                      "then by distance from ×1", Kind.RATIOS,
-                     _timing(list(c.compared), MAX_RATIOS), len(c.compared)) \
+                     _timing(list(c.compared), MAX_RATIOS, rates), len(c.compared)) \
         if c.compared else None
     return Changes(rule=c.rule.describe(), n_common=fmt.count(c.n_common),
                    n_timed=fmt.count(c.n_timed), gate_failed=c.gate_failed,

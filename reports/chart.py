@@ -1,7 +1,8 @@
-"""A log-log scatter chart as plain geometry for an inline SVG: time against bytes, one
-colour per implementation, a line per measured copy bandwidth (time = bytes / BW) and the
-curve of device copies of the items' own bytes, timed as the items were. All coordinates
-are computed here; the template only draws them."""
+"""A log-log scatter chart as plain geometry for an inline SVG: time against bytes (or,
+for compute-bound items, against flops), one colour per implementation, a line per
+measured ceiling (time = bytes / copy bandwidth, or flops / compute peak) and the curve of
+device copies of the items' own bytes, timed as the items were. All coordinates are
+computed here; the template only draws them."""
 
 from __future__ import annotations
 
@@ -60,6 +61,20 @@ class Legend:
 
 
 @dataclass(frozen=True)
+class Axis:
+    """What the x axis counts: its label, its tick text, and the x units a second in one
+    unit of a ceiling line's rate (GB/s: 1e9 bytes a second)."""
+
+    what: str
+    tick: Callable[[float], str]
+    per_rate: float
+
+
+BYTES = Axis("compulsory bytes", fmt.bytes_text, 1e9)  # lines in GB/s
+FLOPS = Axis("floating-point operations", fmt.flops_text, 1e12)  # lines in TFLOP/s
+
+
+@dataclass(frozen=True)
 class Chart:
     width: int
     height: int
@@ -78,11 +93,12 @@ class Chart:
     y_label: str
     x_label_at: tuple  # (x, y)
     y_label_at: tuple  # (x, y) before the -90 degree rotation
+    aria: str = ""  # what the chart shows, in words
 
 
 @dataclass(frozen=True)
 class Datum:
-    bytes: float
+    x: float  # bytes, or flops on the FLOPS axis
     seconds: float
     series: str
     title: str
@@ -94,8 +110,9 @@ def _decades(lo: float, hi: float) -> tuple:
     return (a, b) if b > a else (a, a + 1)
 
 
-def _xticks(lo: int, hi: int, sx: Callable, top: float, bottom: float) -> tuple:
-    return tuple(Tick(x, top, x, bottom, x, bottom + 16, fmt.bytes_text(10.0 ** e))
+def _xticks(lo: int, hi: int, sx: Callable, top: float, bottom: float,
+            text: Callable[[float], str] = fmt.bytes_text) -> tuple:
+    return tuple(Tick(x, top, x, bottom, x, bottom + 16, text(10.0 ** e))
                  for e in range(lo, hi + 1) for x in [round(sx(e), 1)])
 
 
@@ -115,23 +132,24 @@ def _clip(x_at, y_at, xlo, xhi, ylo, yhi):
 COPY_CURVE_LABEL = "copy of the same bytes"
 
 
-def loglog(data: Sequence[Datum], copy_gbps: Sequence[tuple],
+def loglog(data: Sequence[Datum], rates: Sequence[tuple],
            series: Sequence[str] = (), copies: Sequence[tuple] = (),
-           colors: Optional[dict] = None) -> Optional[Chart]:
-    """`copy_gbps`: (label, GB/s) of each bandwidth line; `series`: legend order, the
-    data's order where not given; `copies`: (bytes, seconds) of device copies of the items'
-    own bytes, drawn as one curve in order of bytes; `colors`: {series: colour}, the page's
-    implementation colours (reports.palette), by default those of these series."""
-    data = [d for d in data if d.bytes > 0 and d.seconds > 0]
+           colors: Optional[dict] = None, axis: Axis = BYTES) -> Optional[Chart]:
+    """`rates`: (label, rate) of each ceiling line, in GB/s on the BYTES axis (the copy
+    bandwidths), in TFLOP/s on the FLOPS axis (the compute peaks); `series`: legend order,
+    the data's order where not given; `copies`: (bytes, seconds) of device copies of the
+    items' own bytes, drawn as one curve in order of bytes; `colors`: {series: colour}, the
+    page's implementation colours (reports.palette), by default those of these series."""
+    data = [d for d in data if d.x > 0 and d.seconds > 0]
     if not data:
         return None
     copies = sorted({(float(b), float(s)) for b, s in copies if b > 0 and s > 0})
-    xlo, xhi = _decades(min(d.bytes for d in data), max(d.bytes for d in data))
+    xlo, xhi = _decades(min(d.x for d in data), max(d.x for d in data))
     ylo, yhi = _decades(min([d.seconds for d in data] + [s for _, s in copies]),
                         max(d.seconds for d in data))
-    lines_bw = [(label, bw) for label, bw in copy_gbps if bw and bw > 0]
-    for _, bw in lines_bw:  # let the line show where the points sit far above it
-        y_line = math.log10(10.0 ** xhi / (bw * 1e9))
+    lines_at = [(label, r) for label, r in rates if r and r > 0]
+    for _, r in lines_at:  # let the line show where the points sit far above it
+        y_line = math.log10(10.0 ** xhi / (r * axis.per_rate))
         if y_line < ylo:
             ylo = max(math.floor(y_line), ylo - MAX_DECADES_BELOW)
     pw, ph = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -147,16 +165,16 @@ def loglog(data: Sequence[Datum], copy_gbps: Sequence[tuple],
     series = [s for s in series if s in present]
     given = colors if colors is not None else palette.colors(series)
     color = {s: palette.color(given, s) for s in series}
-    points = tuple(Point(round(sx(math.log10(d.bytes)), 1), round(sy(math.log10(d.seconds)), 1),
+    points = tuple(Point(round(sx(math.log10(d.x)), 1), round(sy(math.log10(d.seconds)), 1),
                          color[d.series], d.title, d.href) for d in data)
     lines = []
-    for label, bw in lines_bw:
-        seg = _clip(0.0, math.log10(1 / (bw * 1e9)), xlo, xhi, ylo, yhi)
+    for label, r in lines_at:
+        seg = _clip(0.0, math.log10(1 / (r * axis.per_rate)), xlo, xhi, ylo, yhi)
         if seg:
             x1, y1, x2, y2 = (round(v, 1) for v in (sx(seg[0]), sy(seg[1]), sx(seg[2]),
                                                      sy(seg[3])))
             angle = math.degrees(math.atan2(y2 - y1, x2 - x1))
-            # below the line: nothing runs faster than a copy, so the points sit above it
+            # below the line: nothing runs faster than the ceiling, so the points sit above it
             nx, ny = -math.sin(math.radians(angle)), math.cos(math.radians(angle))
             lines.append(Segment(x1, y1, x2, y2, label, round((x1 + x2) / 2 + 12 * nx, 1),
                                  round((y1 + y2) / 2 + 12 * ny, 1), round(angle, 1)))
@@ -167,11 +185,14 @@ def loglog(data: Sequence[Datum], copy_gbps: Sequence[tuple],
     k = len(series)
     copy_legend = (Legend(COPY_CURVE_LABEL, "", LEFT + 14, TOP + 14 + 16 * k, LEFT + 24,
                           TOP + 18 + 16 * k) if copies else None)
+    ceiling = "copy-bandwidth" if axis is BYTES else "compute-peak"
     return Chart(width=WIDTH, height=HEIGHT, left=LEFT, top=TOP, plot_w=pw, plot_h=ph,
-                 xticks=_xticks(xlo, xhi, sx, TOP, TOP + ph),
+                 xticks=_xticks(xlo, xhi, sx, TOP, TOP + ph, axis.tick),
                  yticks=_yticks(ylo, yhi, sy, LEFT, LEFT + pw),
                  points=points, lines=tuple(lines), legend=legend, copy_curve=curve,
                  copy_legend=copy_legend,
-                 x_label="compulsory bytes (log scale)",
+                 x_label=f"{axis.what} (log scale)",
                  y_label="median backward time (log scale)",
-                 x_label_at=(LEFT + pw / 2, HEIGHT - 12), y_label_at=(-(TOP + ph / 2), 16))
+                 x_label_at=(LEFT + pw / 2, HEIGHT - 12), y_label_at=(-(TOP + ph / 2), 16),
+                 aria=f"median time against {axis.what}, log-log, with the {ceiling} line"
+                      + (" and the same-bytes copies" if copies else ""))

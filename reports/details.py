@@ -1,7 +1,8 @@
 """One detail row per listed item, the target of its matrix cell: the output closest
-to its tolerance (err / allowed, the headroom of a pass), determinism, median time, the
-op's statistics of the item where it declares some (stats_json), and links on to the
-failure entry and the roofline row."""
+to its tolerance (err / allowed, the headroom of a pass), determinism, median time (and a
+compute-bound item's TFLOP/s and fraction of the compute peak), the op's statistics of
+the item where it declares some (stats_json), and links on to the failure entry and the
+roofline row."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from bwd_suite.reports import fmt, outputs
-from bwd_suite.reports.items import Items, case_label
+from bwd_suite.reports.items import Items, case_label, compute_bound
 from bwd_suite.suite.outcomes import Verdict
 
 
@@ -33,6 +34,9 @@ class Detail:
     roofline_href: str  # "" when untimed
     # the op's statistics (OpSpec.case_stats): name -> number, or "error" -> its message
     stats: dict = field(default_factory=dict)
+    # a compute-bound item's TFLOP/s and fraction of the compute peak (missing otherwise)
+    tflops: fmt.Num = fmt.NONE
+    frac_peak: fmt.Num = fmt.NONE
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,7 @@ class DetailGroup:
 
 COLUMNS = ["op", "case_group", "case_id", "impl", "verdict", "failure_kind", "outputs",
            "determinism", "det_spread", "time_median_s", "timed", "entry", "anchor", "reason",
-           "expected", "xpass", "known", "stats_json"]
+           "expected", "xpass", "known", "stats_json", "bound", "tflops", "frac_peak_flops"]
 NOTE_CHARS = 240  # the failure entry holds the whole reason
 
 
@@ -74,6 +78,7 @@ def _stats(text) -> dict:
 
 def _detail(r) -> Detail:
     name, over = outputs.worst(r.outputs)
+    compute = bool(r.timed) and compute_bound(r.bound)
     return Detail(
         anchor=r.anchor, label=case_label(r.op, r.case_group, r.case_id), case_id=r.case_id,
         impl=r.impl, verdict=r.verdict,
@@ -85,7 +90,9 @@ def _detail(r) -> Detail:
         else _note(f"unexpected pass: declared to fail: {r.known}") if r.xpass
         else _note(r.reason) if r.verdict != Verdict.PASS and not r.entry else "",
         failure_href=f"#f{r.anchor}" if r.entry else "",
-        roofline_href=f"#r{r.anchor}" if r.timed else "", stats=_stats(r.stats_json))
+        roofline_href=f"#r{r.anchor}" if r.timed else "", stats=_stats(r.stats_json),
+        tflops=fmt.rate(r.tflops if compute else None),
+        frac_peak=fmt.percent(r.frac_peak_flops if compute else None))
 
 
 def build(items: Items) -> tuple:

@@ -51,6 +51,8 @@ def _scaled(f: float, units) -> str:
 
 _TIME = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 _BYTES = ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B"))
+_FLOPS = ((1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP"),
+          (1.0, "FLOP"))
 
 
 def seconds(v) -> Num:
@@ -64,6 +66,10 @@ def millis(v) -> Num:
 
 def nbytes(v) -> Num:
     return _num(v, lambda f: _scaled(f, _BYTES), as_int=True)
+
+
+def nflops(v) -> Num:
+    return _num(v, lambda f: _scaled(f, _FLOPS), as_int=True)
 
 
 def count(v) -> Num:
@@ -104,3 +110,7 @@ def time_text(seconds_value: float) -> str:
 
 def bytes_text(n: float) -> str:
     return nbytes(n).text
+
+
+def flops_text(n: float) -> str:
+    return nflops(n).text

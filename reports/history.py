@@ -24,14 +24,14 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from bwd_suite.reports import fmt, palette
-from bwd_suite.reports.items import case_label
+from bwd_suite.reports.items import case_label, compute_bound
 from bwd_suite.suite.outcomes import BAD_VERDICTS, Verdict
 from bwd_suite.suite.regression import (Rule, _plain, detect_steps, kept_samples, latest_rows,
                               median_of)
 
 COLUMNS = ["run_id", "run_started", "git_commit", "device_name", "op", "case_id",
            "case_group", "impl", "verdict", "known_failure", "time_median_s",
-           "time_samples_s", "l2_flush"]
+           "time_samples_s", "l2_flush", "bound", "tflops", "frac_peak_flops"]
 MAX_CHANGED = 300  # changed items listed
 LIST_BUDGET = 500  # trends listed in all (changed first, then unchanged, folded)
 WIDTH, HEIGHT, PAD = 200, 40, 5
@@ -120,6 +120,10 @@ class Trend:
     last_change: int  # run index of the latest step or verdict change; -1: none
     last_text: str  # that change in words
     spark: Optional[Spark]  # drawn for listed trends only
+    # the latest timed run's TFLOP/s and fraction of the compute peak, where it was compute
+    # bound (missing otherwise)
+    latest_tflops: fmt.Num = fmt.NONE
+    latest_frac_peak: fmt.Num = fmt.NONE
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,7 @@ class _Point:
     samples: list
     device: str
     flush: str
+    rate: Optional[tuple] = None  # (TFLOP/s, fraction of the peak) where compute bound
 
 
 def _points(frames: list) -> tuple:
@@ -184,13 +189,17 @@ def _points(frames: list) -> tuple:
         d = _plain(latest_rows(df.reindex(columns=COLUMNS)))  # plain strings: 20x faster
         for r in zip(d["op"], d["case_id"], d["impl"], d["case_group"], d["verdict"],
                      d["known_failure"], d["time_median_s"], d["time_samples_s"],
-                     d["device_name"], d["l2_flush"]):
+                     d["device_name"], d["l2_flush"], d["bound"], d["tflops"],
+                     d["frac_peak_flops"]):
             key = (str(r[0]), str(r[1]), str(r[2]))
             groups.setdefault(key, _text(r[3]))
             samples = kept_samples(r[7])
             med = median_of(r[6], r[7]) if samples or fmt.value(r[6]) else None
+            rate = (fmt.value(r[11]), fmt.value(r[12])) \
+                if compute_bound(r[10]) and fmt.value(r[11]) is not None else None
             series.setdefault(key, []).append(
-                _Point(k, str(r[4]), _text(r[5]), med, samples, _text(r[8]), _text(r[9])))
+                _Point(k, str(r[4]), _text(r[5]), med, samples, _text(r[8]), _text(r[9]),
+                       rate))
     return series, groups
 
 
@@ -267,10 +276,13 @@ def _trend(key, group: str, points: list, runs: tuple, rule: Rule, colors: dict,
         if v.run >= last:
             last = v.run
             text = f"{v.before} → {v.after} at {v.started}"
+    rate = timed[-1].rate if timed else None
     return Trend(op=op, case_id=case_id,
                  label=f"{group}/{case_label(op, group, case_id)}" if group else case_id,
                  impl=impl, color=color, n_runs=len(points), n_timed=len(timed),
                  latest=fmt.seconds(timed[-1].median if timed else None),
+                 latest_tflops=fmt.rate(rate[0] if rate else None),
+                 latest_frac_peak=fmt.percent(rate[1] if rate else None),
                  verdict=points[-1].verdict, steps=steps, verdict_changes=tuple(vchanges),
                  last_change=last, last_text=text,
                  spark=_spark(points, timed, found, vchanges, len(runs), color, runs, rule)

@@ -11,6 +11,7 @@ full failure entry. Counts, geometric means and regressions always use every row
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import pandas as pd
 
@@ -103,9 +104,12 @@ COLUMNS = ("run_id", "run_started", "host", "device", "device_name", "op", "case
            "known_failure", "outputs", "diagnosis", "diagnosis_cause", "determinism",
            "det_spread", "time_samples_s", "time_median_s", "time_iqr_s", "bytes", "gbps",
            "copy_gbps", "frac_copy_bw", "frac_same_copy", "same_copy_s", "arith_intensity",
-           "bound", "wall_median_ms", "launches", "stats_json", "peak_mem_bytes")
+           "bound", "wall_median_ms", "launches", "stats_json", "peak_mem_bytes", "flops",
+           "tflops", "peak_tflops", "frac_peak_flops", "saved_bytes", "memory_bounds_json")
 # columns a frame may lack (rows built by hand, not read through suite.results): null
-OPTIONAL = ("wall_median_ms", "launches", "stats_json", "peak_mem_bytes", "host", "device")
+OPTIONAL = ("wall_median_ms", "launches", "stats_json", "peak_mem_bytes", "host", "device",
+            "flops", "tflops", "peak_tflops", "frac_peak_flops", "saved_bytes",
+            "memory_bounds_json")
 
 
 def _case_ranks(rows: pd.DataFrame) -> pd.Series:
@@ -173,6 +177,38 @@ def select(df: pd.DataFrame, cap: int) -> Items:
     for op, group in dict.fromkeys(zip(rows["op"], rows["case_group"])):
         op_groups.setdefault(op, []).append(group)
     return Items(rows=rows, cap=cap, n_duplicates=n_dup, op_groups=op_groups)
+
+
+def compute_bound(bound) -> bool:
+    """Whether an item's `bound` says it is judged against the compute peak (TFLOP/s and
+    frac_peak_flops), not the copy bandwidth."""
+    return isinstance(bound, str) and bound == "compute"
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A compute-bound item's throughput: TFLOP/s and its fraction of the compute peak."""
+
+    tflops: float
+    frac_peak: Optional[float]  # None where the peak was not measured
+
+    def text(self) -> str:
+        return f"{self.tflops:.3g} TFLOP/s" + (
+            f", {100 * self.frac_peak:.3g} % of peak" if self.frac_peak is not None else "")
+
+
+def compute_rates(df: Optional[pd.DataFrame]) -> dict:
+    """(op, case_id, impl) -> Rate of every compute-bound item of `df` with a TFLOP/s (the
+    latest run's where several hold it); {} for None or a frame without the columns (files
+    of schema 9 and older have none)."""
+    if df is None or not {"tflops", "bound"} <= set(df.columns):
+        return {}
+    rows = latest_rows(df)
+    rows = rows[rows["bound"].map(compute_bound).astype(bool) & rows["tflops"].notna()]
+    frac = rows["frac_peak_flops"] if "frac_peak_flops" in rows else [None] * len(rows)
+    return {(op, case, impl): Rate(float(t), None if f is None or pd.isna(f) else float(f))
+            for op, case, impl, t, f in zip(rows["op"], rows["case_id"], rows["impl"],
+                                           rows["tflops"], frac)}
 
 
 def case_label(op: str, group: str, case_id: str) -> str:

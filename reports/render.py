@@ -21,8 +21,8 @@ from typing import Optional, Sequence
 import jinja2
 import pandas as pd
 
-from bwd_suite.reports import (changes, details, failures, fmt, history, items, known, matrix, palette,
-                     roofline, speedup, summary)
+from bwd_suite.reports import (changes, details, failures, fmt, history, items, known, ledger,
+                               matrix, palette, roofline, speedup, summary)
 from bwd_suite.reports import coverage
 from bwd_suite.suite.regression import Rule, compare
 
@@ -74,6 +74,7 @@ class Report:
     coverage: Optional[coverage.Coverage] = None  # values and value pairs per implementation
     # one line per results file whose run did not finish its plan: the page's first words
     incomplete: tuple = ()
+    ledger: tuple = ()  # ledger.OpLedger per op that declares memory bounds
 
 
 def _notices(its: items.Items, comparison, baseline_given: bool, speed) -> list:
@@ -154,7 +155,9 @@ def build(current: pd.DataFrame, baseline: Optional[pd.DataFrame] = None,
         failures=failures.build(its),
         roofline=roofline.build(its, colors),
         speedup=speed,
-        changes=changes.build(comparison) if comparison and comparison.overlaps else None,
+        changes=changes.build(comparison, (items.compute_rates(baseline),
+                                           items.compute_rates(current)))
+        if comparison and comparison.overlaps else None,
         baseline_given=baseline is not None,
         details=details.build(its),
         cap=options.cap,
@@ -163,6 +166,7 @@ def build(current: pd.DataFrame, baseline: Optional[pd.DataFrame] = None,
         colors=colors,
         coverage=coverage.build(current),
         incomplete=tuple(incomplete),
+        ledger=ledger.build(its, colors),
     )
 
 
@@ -178,7 +182,7 @@ def render(report: Report) -> str:
     return environment().get_template("report.html.j2").render(r=report)
 
 
-GEOMETRY = frozenset({"chart", "spark"})  # drawing coordinates, not data: left out of JSON
+GEOMETRY = frozenset({"chart", "compute_chart", "spark"})  # drawing coordinates, not data: left out of JSON
 
 
 def data(obj):
@@ -211,7 +215,8 @@ def data(obj):
 
 def to_json(report: Report) -> str:
     """The report's data as one JSON document: summary counts, matrix, failures, known
-    failures, roofline rows, speedups, changes (with every compared timing), history."""
+    failures, roofline rows, memory ledger, speedups, changes (with every compared timing),
+    history."""
     doc = {"format": "bwd-suite-report", "version": 1, **data(report)}
     return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False)
 

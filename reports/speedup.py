@@ -1,4 +1,5 @@
-"""Implementations side by side: per case, each implementation's median time and its
+"""Implementations side by side: per case, each implementation's median time (and, for a
+compute-bound item, its TFLOP/s and fraction of the measured compute peak) and its
 speedup over a baseline implementation (baseline time / its time: above 1 is faster),
 and per op the geometric mean of the speedups over every case both timed and passed.
 
@@ -16,7 +17,7 @@ from typing import Mapping, Optional, Union
 import pandas as pd
 
 from bwd_suite.reports import fmt
-from bwd_suite.reports.items import Items, case_label
+from bwd_suite.reports.items import Items, case_label, compute_bound
 from bwd_suite.suite.outcomes import Verdict
 from bwd_suite.suite.regression import Rule, kept_samples, mann_whitney_u
 
@@ -87,6 +88,9 @@ class Cell:
     href: str
     tone: str  # "faster", "slower" or "" (the baseline itself, no speedup, or level)
     p: fmt.Num  # Mann-Whitney p of the two items' samples (missing: too few samples)
+    # a compute-bound item's rate and its fraction of the compute peak (missing otherwise)
+    tflops: fmt.Num = fmt.NONE
+    frac_peak: fmt.Num = fmt.NONE
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,10 @@ def build(items: Items, requested=None, alpha: float = ALPHA) -> tuple:
         times, passed = t.to_dict(), ok.to_dict()  # impl -> case -> value: fast lookups
         samples = rows.pivot(index="case_id", columns="impl", values="time_samples_s").to_dict() \
             if "time_samples_s" in rows else {}
+        compute = rows[rows["bound"].map(compute_bound).astype(bool)]
+        rates = {(c, i): (t, f) for c, i, t, f in zip(compute["case_id"], compute["impl"],
+                                                      compute["tflops"],
+                                                      compute["frac_peak_flops"])}
         shown = rows[rows["shown"]]
         shared = shown["case_id"].map(shown["case_id"].value_counts()) >= 2  # timed twice
         by_case = shown[shared].drop_duplicates("case_id").sort_values(
@@ -205,9 +213,11 @@ def build(items: Items, requested=None, alpha: float = ALPHA) -> tuple:
                 speed = b / med if i != base and b and not pd.isna(b) else None
                 p = None if speed is None else p_value(
                     samples.get(i, {}).get(r.case_id), samples.get(base, {}).get(r.case_id))
+                rate, frac = rates.get((r.case_id, i), (None, None))
                 cells.append(Cell(median=fmt.seconds(med), speedup=fmt.times(speed),
                                   valid=valid, href=f"#r{anchors.get((r.case_id, i), '')}",
-                                  tone=tone(speed, p, alpha), p=fmt.pvalue(p)))
+                                  tone=tone(speed, p, alpha), p=fmt.pvalue(p),
+                                  tflops=fmt.rate(rate), frac_peak=fmt.percent(frac)))
             label = f"{r.case_group}/{case_label(op, r.case_group, r.case_id)}"
             listed.append(Row(r.case_id, label, fmt.nbytes(r.bytes), tuple(cells)))
         out.append(OpSpeedup(op=op, baseline=base, impls=tuple(impls), rows=tuple(listed),

@@ -24,6 +24,8 @@ parameter list), for multi-tensor implementations.
 from __future__ import annotations
 
 import enum
+import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -160,6 +162,14 @@ class OpSpec:
     # implementation's outputs on both must be bitwise equal (`batch_invariant` column)
     batch_variant: Optional[Callable[[CaseInputs, Mapping], Optional[tuple]]] = None
 
+    # analytic lower bounds of the backward's temporary memory: params -> {bound name:
+    # bytes}, e.g. attention's {"materialised": ..., "fused": ...} (a backward that holds
+    # the scores, one that recomputes them by blocks). Stored as JSON in the row's
+    # memory_bounds_json (`memory_bounds_json` below) and set in the report's memory ledger
+    # against the backward's peak (peak_mem_bytes) and what its forward saved
+    # (saved_bytes); None: the op declares none
+    memory_bounds: Optional[Callable[[Mapping], dict]] = None
+
     tags: tuple = field(default=())
 
     def __post_init__(self):
@@ -176,6 +186,9 @@ class OpSpec:
         if set(self.mutates) & set(self.consumes):
             raise ValueError(f"op {self.name}: an input is in both mutates and consumes: "
                              f"{sorted(set(self.mutates) & set(self.consumes))}")
+        if self.memory_bounds is not None and not callable(self.memory_bounds):
+            raise ValueError(f"op {self.name}: memory_bounds must be a function of the "
+                             f"params or None")
 
     @property
     def copied(self) -> tuple:
@@ -184,3 +197,25 @@ class OpSpec:
 
     def call(self, fn, inputs: CaseInputs, params: Mapping, allocate) -> dict:
         return self.invoke(self, fn, inputs, params, allocate)
+
+    def memory_bounds_json(self, params: Mapping) -> Optional[str]:
+        """The case's memory bounds (`memory_bounds`) as a JSON object {name: bytes}; None
+        where the op declares none. Never fatal, as case_stats: a hook that raises, or
+        gives anything but a mapping of finite non-negative numbers, gives {"error":
+        "..."}."""
+        if self.memory_bounds is None:
+            return None
+        try:
+            bounds = self.memory_bounds(params)
+            if not isinstance(bounds, Mapping):
+                raise TypeError(f"memory_bounds gave a {type(bounds).__name__}, not a mapping")
+            kept = {}
+            for name, value in bounds.items():
+                value = value.item() if isinstance(value, torch.Tensor) else value
+                if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                        or not math.isfinite(value) or value < 0:
+                    raise ValueError(f"bound {name!r} is {value!r}, not a byte count")
+                kept[str(name)] = value if isinstance(value, int) else float(value)
+            return json.dumps(kept)
+        except Exception as e:  # noqa: BLE001 - a bounds bug must not lose the item
+            return json.dumps({"error": f"{type(e).__name__}: {e}"})

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 import pyarrow.parquet as pq
 
 from bwd_suite.suite import rows
@@ -444,9 +445,17 @@ def _v8_to_v9(table: pa.Table) -> pa.Table:
     return _add_null_columns(table, ("output", "host_load"))
 
 
+def _v9_to_v10(table: pa.Table) -> pa.Table:
+    """Version 10 added the compute roofline (TFLOP/s against the measured GEMM peak), the
+    memory ledger's saved bytes and bounds, and batch invariance; older rows have none
+    (null): their `bound` was decided against the datasheet fp32 rate."""
+    return _add_null_columns(table, ("tflops", "peak_tflops", "frac_peak_flops",
+                                     "saved_bytes", "memory_bounds_json", "batch_invariant"))
+
+
 # version N -> the step that turns a version-N table into version N+1
 _MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6,
-               6: _v6_to_v7, 7: _v7_to_v8, 8: _v8_to_v9}
+               6: _v6_to_v7, 7: _v7_to_v8, 8: _v8_to_v9, 9: _v9_to_v10}
 
 
 def _kind(t: pa.DataType) -> str:
@@ -483,7 +492,8 @@ _ENUM_COLUMNS = {"verdict": (Verdict, False), "failure_kind": (FailureKind, True
 
 def _check_values(table: pa.Table, where: str) -> None:
     """The enum columns hold their enum's values only (verdict never null): a report or a
-    gate must not count a verdict it does not know."""
+    gate must not count a verdict it does not know. The saved bytes are not negative, and
+    the memory bounds are what OpSpec.memory_bounds_json writes (the report reads both)."""
     for name, (kind, nullable) in _ENUM_COLUMNS.items():
         values = set(table.column(name).unique().to_pylist())
         bad = sorted((values - {m.value for m in kind} - ({None} if nullable else set())),
@@ -492,6 +502,33 @@ def _check_values(table: pa.Table, where: str) -> None:
             raise SuiteInputError(where, f"column {name!r} holds {_shown(bad[0])}, not one of "
                                          f"{', '.join(m.value for m in kind)}"
                                          + ("" if nullable else " (never null)"))
+    for name in _BYTE_COLUMNS:
+        low = pa.compute.min(table.column(name)).as_py() if table.num_rows else None
+        if low is not None and low < 0:
+            raise SuiteInputError(where, f"column {name!r} holds {low}, a negative byte count")
+    for text in table.column("memory_bounds_json").unique().to_pylist():
+        if text is not None and not _bounds_object(text):
+            raise SuiteInputError(where, f"column 'memory_bounds_json' holds {_shown(text)}, "
+                                         f"not a JSON object of byte counts or an error")
+
+
+# columns of byte counts checked not to be negative (the memory ledger divides them)
+_BYTE_COLUMNS = ("saved_bytes",)
+
+
+def _bounds_object(text: str) -> bool:
+    """Whether `text` is what OpSpec.memory_bounds_json writes: a JSON object of
+    non-negative numbers, or {"error": text}."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False
+    if not isinstance(value, dict):
+        return False
+    if set(value) == {"error"}:
+        return isinstance(value["error"], str)
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+               for v in value.values())
 
 
 def _read_parquet(path: Path) -> pa.Table:

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from bwd_suite.suite.outcomes import Determinism, FailureKind, Verdict
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 VERSION_KEY = b"bwd_suite_schema_version"
 
 OUTPUT_STRUCT = pa.struct([
@@ -166,9 +166,21 @@ class ResultRow:
     same_copy_s: Optional[float] = _col(_f64)  # a device copy of the same bytes, timed alike
     frac_same_copy: Optional[float] = _col(_f64)
     arith_intensity: Optional[float] = _col(_f64)
-    bound: Optional[str] = _col(_str)
+    bound: Optional[str] = _col(_str)  # against the ridge point of the case's dtype
+    # flops / median time (1e12 a second); the case dtype's compute ceiling, a measured
+    # GEMM rate (suite.roofline.Ceilings.compute_peak); their ratio (added in version 10)
+    tflops: Optional[float] = _col(_f64)
+    peak_tflops: Optional[float] = _col(_f64)
+    frac_peak_flops: Optional[float] = _col(_f64)
+    # --- memory ledger ---
     peak_mem_bytes: Optional[int] = _col(_i64)
-    saved_bytes: Optional[int] = _col(_i64)  # a two-phase forward saved for its backward
+    # bytes the implementation's untimed forward saved for its backward; null where it
+    # has no such forward (added in version 10)
+    saved_bytes: Optional[int] = _col(_i64)
+    # the op's analytic lower bounds of the backward's temporary memory as a JSON object
+    # {name: bytes} (OpSpec.memory_bounds), {"error": ...} when they raised; null where
+    # the op declares none or the item was not timed (added in version 10)
+    memory_bounds_json: Optional[str] = _col(_str)
     duration_s: Optional[float] = _col(_f64)
 
     @classmethod

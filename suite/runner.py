@@ -252,11 +252,13 @@ def _time(row: ResultRow, spec: OpSpec, impl: Implementation, ctx: CaseContext,
     case's bytes timed alike (a yardstick of the case's own size), then the call's wall
     time and kernel launches."""
     opts = ctx.opts
+    row.memory_bounds_json = spec.memory_bounds_json(ctx.case.params)
     how = dict(warmup=opts.warmup, warmup_s=opts.warmup_s, repeats=opts.samples,
                max_time_s=opts.max_time_s, l2_flush=opts.l2_flush)
     call = Call.of(spec, impl, ctx.inputs, ctx.case.params).timed()
     timing = time_call(call, opts.device, setup=getattr(call, "setup", None), **how)
-    roof = roofline(row.bytes, row.flops, timing.median_s, ceilings)
+    roof = roofline(row.bytes, row.flops, timing.median_s, ceilings,
+                    dtype=ctx.case.params.get(spec.dtype_param))
     copy_s = same_bytes_copy_s(opts.device, row.bytes, **how)
     row.timing_method, row.time_samples_s = timing.method, list(timing.samples_s)
     row.time_median_s, row.time_iqr_s = timing.median_s, timing.iqr_s
@@ -276,6 +278,8 @@ def _time(row: ResultRow, spec: OpSpec, impl: Implementation, ctx: CaseContext,
     row.same_copy_s = copy_s
     row.frac_same_copy = copy_s / timing.median_s if copy_s and timing.median_s else None
     row.arith_intensity, row.bound = roof.arith_intensity, roof.bound
+    row.tflops, row.peak_tflops, row.frac_peak_flops = (roof.tflops, roof.peak_tflops,
+                                                        roof.frac_peak_flops)
 
 
 def _diagnose(row: ResultRow, ctx: CaseContext, outputs: Mapping, checks: list) -> None:

@@ -161,9 +161,30 @@ def _known_groups(items) -> list:
     return [(op, impl, why, ks) for (op, impl, why), ks in groups.items()]
 
 
-def render(c, max_lines: int = MAX_LINES, code: int = None, items_code: int = None) -> list:
+def _rates(base=None, cur=None) -> tuple:
+    """(baseline, current) throughput of their compute-bound items
+    (reports.items.compute_rates)."""
+    from bwd_suite.reports.items import compute_rates
+
+    return compute_rates(base), compute_rates(cur)
+
+
+def _rate_text(t, rates: tuple) -> str:
+    """A compute-bound item's TFLOP/s in both runs and its current fraction of the peak, or
+    "" where it is not compute bound in the current run."""
+    base, cur = (r.get((t.op, t.case_id, t.impl)) for r in rates)
+    if cur is None:
+        return ""
+    before = f"{base.tflops:.3g} -> " if base else ""
+    frac = f" ({100 * cur.frac_peak:.3g} % of peak)" if cur.frac_peak is not None else ""
+    return f"{before}{cur.tflops:.3g} TFLOP/s{frac}"
+
+
+def render(c, max_lines: int = MAX_LINES, code: int = None, items_code: int = None,
+           rates: tuple = ({}, {})) -> list:
     """The comparison as terminal lines (the same categories as the report); every name,
-    id and reason from the files one line (suite.text.terminal)."""
+    id and reason from the files one line (suite.text.terminal). `rates`: (baseline,
+    current) throughput of compute-bound items (`_rates`), shown after their times."""
     code = c.exit_code() if code is None else code
     lines = [f"compared: {c.n_common} items in both runs, {c.n_timed} timed in both; "
              f"{c.rule.describe()}"]
@@ -182,9 +203,10 @@ def render(c, max_lines: int = MAX_LINES, code: int = None, items_code: int = No
             lines.append(f"  ... and {len(entries) - max_lines} more")
 
     def timing(t):
+        rate = _rate_text(t, rates)
         return (f"x{t.ratio:.3f}  p={t.p:.2g}  {t.case_id}  [{t.impl}]  "
                 f"{_fmt_s(t.base_median_s)} -> {_fmt_s(t.cur_median_s)}  "
-                f"({t.n_base}/{t.n_cur} samples)")
+                f"({t.n_base}/{t.n_cur} samples)" + (f"  {rate}" if rate else ""))
 
     def verdict(v):
         before = v.before or "new case"
@@ -220,23 +242,28 @@ def render(c, max_lines: int = MAX_LINES, code: int = None, items_code: int = No
 
 CSV_COLUMNS = ("category", "op", "case_id", "impl", "case_group", "base_median_s",
                "cur_median_s", "ratio", "p", "n_base", "n_cur", "change", "before", "after",
-               "reason", "known_failure")
+               "reason", "known_failure", "base_tflops", "cur_tflops", "cur_frac_peak_flops")
 
 
 def _num(x):
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
 
 
-def records(c) -> list:
+def records(c, rates: tuple = ({}, {})) -> list:
     """One dict per item and category: every compared timing (category regression,
-    improvement, uncertain or unchanged), then the verdict categories."""
+    improvement, uncertain or unchanged; a compute-bound item's TFLOP/s in each run and
+    its current fraction of the peak, null otherwise), then the verdict categories."""
     out = []
     for t in c.compared:
+        base, cur = (r.get((t.op, t.case_id, t.impl)) for r in rates)
         out.append({"category": t.change.value, "op": t.op, "case_id": t.case_id,
                     "impl": t.impl, "case_group": t.case_group,
                     "base_median_s": _num(t.base_median_s), "cur_median_s": _num(t.cur_median_s),
                     "ratio": _num(t.ratio), "p": _num(t.p), "n_base": t.n_base,
-                    "n_cur": t.n_cur, "change": t.change.value})
+                    "n_cur": t.n_cur, "change": t.change.value,
+                    "base_tflops": _num(base.tflops) if base else None,
+                    "cur_tflops": _num(cur.tflops) if cur else None,
+                    "cur_frac_peak_flops": _num(cur.frac_peak) if cur else None})
     for category, items in (("new_failure", c.new_failures),
                             ("failing_new_case", c.failing_new_cases),
                             ("fixed", c.fixed_failures)):
@@ -298,15 +325,15 @@ def as_json(c, code: int, base=None, cur=None, incomplete=None) -> str:
            "baseline": run_info(base) if base is not None else None,
            "current": run_info(cur) if cur is not None else None,
            "environment_differences": list(c.env_differences), "counts": counts(c),
-           "items": records(c)}
+           "items": records(c, _rates(base, cur))}
     return json.dumps(doc, indent=1, allow_nan=False)
 
 
-def as_csv(c) -> str:
+def as_csv(c, base=None, cur=None) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     w.writeheader()
-    for r in records(c):
+    for r in records(c, _rates(base, cur)):
         w.writerow({k: ("" if v is None else (repr(v) if isinstance(v, float) else v))
                     for k, v in r.items()})
     return buf.getvalue()
@@ -341,11 +368,14 @@ def as_markdown(c, code: int, max_lines: int = MAX_LINES, base=None, cur=None,
 
     cell = markdown_cell
 
+    rates = _rates(base, cur)
+
     def t_rows(ts):
         return [(cell(t.op), code_span(t.case_id), cell(t.impl), cell(_fmt_s(t.base_median_s)),
-                 cell(_fmt_s(t.cur_median_s)), f"x{t.ratio:.3f}", f"{t.p:.2g}") for t in ts]
+                 cell(_fmt_s(t.cur_median_s)), f"x{t.ratio:.3f}", f"{t.p:.2g}",
+                 cell(_rate_text(t, rates))) for t in ts]
 
-    th = ("op", "case", "impl", "baseline", "current", "ratio", "p")
+    th = ("op", "case", "impl", "baseline", "current", "ratio", "p", "TFLOP/s (compute bound)")
     vh = ("op", "case", "impl", "before", "now", "reason")
 
     def v_rows(vs):
@@ -409,12 +439,12 @@ def main(args) -> int:
     if args.format == "text":
         print("\n".join(first + [f"baseline: {terminal(describe_run(base))}",
                                   f"current:  {terminal(describe_run(cur))}"]))
-        print("\n".join(render(c, args.max_lines, code, items_code)))
+        print("\n".join(render(c, args.max_lines, code, items_code, _rates(base, cur))))
         return code
     if args.format == "json":
         sys.stdout.write(as_json(c, code, base, cur, incomplete) + "\n")
     elif args.format == "csv":
-        sys.stdout.write(as_csv(c))
+        sys.stdout.write(as_csv(c, base, cur))
     else:
         sys.stdout.write(as_markdown(c, code, args.max_lines, base, cur, incomplete,
                                      items_code))

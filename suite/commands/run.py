@@ -262,11 +262,12 @@ def main(args) -> int:
         shard = f", shard {args.shard}: {plan.n_items} of {whole} items"
     check_results_place(args)
     ceilings = roofline.load_ceilings(dev)
-    if ceilings.copy_gbps is None and not args.no_timing:
-        print(f"no copy-bandwidth calibration for {ceilings.device_name} (or one measured "
-              f"without the {roofline.CALIBRATION_FLUSH} L2 flush): measuring it now "
-              f"(`python -m bwd_suite calibrate` stores it)", file=sys.stderr)
-        ceilings = roofline.calibrate(dev)
+    lacking = roofline.missing(ceilings, dev)
+    if lacking and not args.no_timing:
+        print(f"no calibration of the {', '.join(lacking)} for {ceilings.device_name} (a "
+              f"copy must be measured after the {roofline.CALIBRATION_FLUSH} L2 flush): "
+              f"measuring it now (`python -m bwd_suite calibrate` stores it)", file=sys.stderr)
+        ceilings = roofline.calibrate(dev, only_missing=True)
     run = results.environment(dev, sel.profile)
     out_path = results_file(args, run.run_id)
     pool = pool_options(args, dev, sel.profile, out_path.with_name(out_path.name + ".workers"))

@@ -173,6 +173,79 @@ def test_version_7_files_read_with_null_stats_wall_times_and_launches(rows, tmp_
     assert list(df.time_median_s) == [r.time_median_s for r in rows]
 
 
+LEDGER_AND_COMPUTE = ("tflops", "peak_tflops", "frac_peak_flops", "saved_bytes",
+                      "memory_bounds_json")
+
+
+def test_version_9_files_read_with_no_compute_roofline_or_ledger(rows, tmp_path):
+    schema = pa.schema([f for f in results.SCHEMA if f.name not in LEDGER_AND_COMPUTE],
+                       metadata={b"bwd_suite_schema_version": b"9"})
+    recs = [{k: r.to_record()[k] for k in schema.names} for r in rows]
+    pq.write_table(pa.Table.from_pylist(recs, schema=schema), tmp_path / "v9.parquet")
+    df = results.read_results([tmp_path / "v9.parquet"])
+    assert list(df.columns) == results.SCHEMA.names
+    assert df[list(LEDGER_AND_COMPUTE)].isna().all().all()  # nothing derived
+    assert list(df.time_median_s) == [r.time_median_s for r in rows]
+
+
+def test_cpu_rows_carry_tflops_and_no_compute_peak(rows, tmp_path):
+    timed = [r for r in rows if r.time_median_s]
+    assert timed
+    for r in timed:
+        assert r.tflops == pytest.approx(r.flops / r.time_median_s / 1e12)
+        assert r.peak_tflops is None and r.frac_peak_flops is None  # a CPU has no GEMM peak
+        # causal_conv1d declares no memory bounds, and nothing here fills saved_bytes
+        assert r.memory_bounds_json is None and r.saved_bytes is None
+    path = tmp_path / "run.parquet"
+    with results.ResultsWriter(path) as w:
+        for r in rows:
+            w.append(r)
+    assert list(results.read_results([path]).tflops) == [r.tflops for r in rows]
+
+
+def _with(rows, path, **columns):
+    """rows written as a current file, with `columns` (name -> (arrow type, value)) set."""
+    recs = [dict(r.to_record(), **{k: v for k, (_, v) in columns.items()}) for r in rows]
+    schema = pa.schema([pa.field(f.name, columns[f.name][0]) if f.name in columns else f
+                        for f in results.SCHEMA], metadata=results.SCHEMA.metadata)
+    pq.write_table(pa.Table.from_pylist(recs, schema=schema), path)
+    return path
+
+
+def test_ledger_and_compute_columns_are_checked_on_reading(rows, tmp_path):
+    good = _with(rows, tmp_path / "good.parquet", saved_bytes=(pa.int64(), 4096),
+                 memory_bounds_json=(pa.string(), '{"materialised": 1024, "fused": 2.5e3}'),
+                 tflops=(pa.float64(), 0.5), peak_tflops=(pa.float32(), 778.0))
+    df = results.read_results([good])
+    assert list(df.saved_bytes) == [4096] * len(rows) and df.peak_tflops[0] == 778.0
+    assert results.read_results([_with(rows, tmp_path / "err.parquet", memory_bounds_json=(
+        pa.string(), '{"error": "KeyError: \'seq\'"}'))]).memory_bounds_json.notna().all()
+    refused = {
+        "text.parquet": (dict(saved_bytes=(pa.string(), "4096")), "'saved_bytes' is string"),
+        "number.parquet": (dict(memory_bounds_json=(pa.int64(), 7)),
+                           "'memory_bounds_json' is int64"),
+        "tflops.parquet": (dict(tflops=(pa.string(), "fast")), "'tflops' is string"),
+        "negative.parquet": (dict(saved_bytes=(pa.int64(), -1)), "negative byte count"),
+        "list.parquet": (dict(memory_bounds_json=(pa.string(), "[1, 2]")),
+                         "not a JSON object of byte counts"),
+        "words.parquet": (dict(memory_bounds_json=(pa.string(), '{"fused": "big"}')),
+                          "not a JSON object of byte counts"),
+        "cut.parquet": (dict(memory_bounds_json=(pa.string(), '{"fused": 1')),
+                        "not a JSON object of byte counts"),
+    }
+    for name, (columns, message) in refused.items():
+        with pytest.raises(SuiteInputError, match=re.escape(name) + ".*" + message):
+            results.read_results([_with(rows, tmp_path / name, **columns)])
+
+
+def test_a_journal_with_bad_memory_bounds_is_refused(rows, tmp_path):
+    w = results.ResultsWriter(tmp_path / "run.parquet")
+    w.append(dict(rows[0].to_record(), memory_bounds_json='"12 GB"'))
+    with pytest.raises(SuiteInputError, match="run.parquet.journal.*memory_bounds_json"):
+        results.read_results([tmp_path / "run.parquet"])
+    w.close()
+
+
 def test_cpu_rows_carry_the_wall_time_and_no_launches(rows):
     timed = [r for r in rows if r.time_median_s]
     assert timed

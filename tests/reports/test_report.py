@@ -247,7 +247,7 @@ def test_item_details_show_the_ops_statistics(perf):
 def test_chart_draws_the_same_bytes_copies_where_the_run_timed_them(perf):
     from bwd_suite.reports import chart
 
-    data = [chart.Datum(bytes=b, seconds=t, series="k", title="", href="")
+    data = [chart.Datum(x=b, seconds=t, series="k", title="", href="")
             for b, t in [(1e6, 2e-5), (1e8, 3e-4), (4e8, 1e-3)]]
     # a copy as fast as the item at its bytes lands on the item's point
     c = chart.loglog(data, [("copy", 4000.0)], copies=[(4e8, 1e-3), (1e6, 1e-5), (1e6, 1e-5)])
