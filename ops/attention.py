@@ -467,6 +467,21 @@ def golden_workspace(p: Mapping) -> int:
     return 12 * 8 * n + 2 * n
 
 
+def batch_variant(inputs: CaseInputs, p: Mapping):
+    """The same sequences with the batch in reverse order (every input with a batch axis,
+    the mask where it has one of its own), and the map of the outputs back: a kernel's
+    per-sequence gradients should not depend on where in the batch a sequence sits."""
+    B = p["batch"]
+    if B < 2:
+        return None
+    order = torch.arange(B - 1, -1, -1)
+    mask = inputs.tensors.get("attn_mask")
+    names = ["q", "k", "v", "o", "lse", "dout", "seq_idx", "dropout_mask"] + \
+        (["attn_mask"] if mask is not None and mask.shape[0] == B else [])
+    tensors = mk.batch_reordered(inputs.tensors, names, order)
+    return CaseInputs(tensors, inputs.attrs), lambda out: mk.batch_restored(out, order)
+
+
 SPEC = register_op(OpSpec(
     name="attention",
     doc="scaled dot-product attention backward (causal either corner, windows, softcap, "
@@ -481,4 +496,6 @@ SPEC = register_op(OpSpec(
     empty_outputs=empty_outputs,
     bytes=compulsory_bytes,
     flops=flops,
+    memory_bounds=memory_bounds,
+    batch_variant=batch_variant,
 ))

@@ -89,3 +89,21 @@ def test_a_case_the_library_refuses_when_called_is_unsupported_with_its_reason(
 def test_a_two_phase_object_whose_backward_cannot_take_saved_is_refused(capsys):
     code = main([*RUN, "--impl", "softmax=tests.faults.two_phase:Good", "--no-timing"])
     assert code == 2
+
+
+def test_batch_invariance_is_reported_and_sees_a_position_dependent_result(tmp_path, capsys):
+    """attention declares a reordering (the batch reversed): the fp32 tiled model is
+    mostly bitwise invariant (on the CPU a few tiny shapes are not: the reordered copies
+    sit at other addresses, likely taking other vector paths of the BLAS); one that
+    nudges every batch row but the first never is."""
+    out = tmp_path / "r.parquet"
+    code = main(["run", "--profile", "ci", "--op", "attention", "--case", "attention/lengths/",
+                 "--no-timing", "--repeats", "1", "--quiet", "--device", "cpu",
+                 "--workers", "0", "--impl",
+                 "torch_tiled,attention=tests.faults.batch_position:nudged",
+                 "--output", str(out)])
+    df = results.read_results([out])
+    assert code == 0 and len(df) > 0
+    tiled, nudged = df[df.impl == "torch_tiled"], df[df.impl.str.endswith(":nudged")]
+    assert tiled.batch_invariant.notna().all() and tiled.batch_invariant.astype(bool).mean() > 0.8
+    assert len(nudged) and not nudged.batch_invariant.astype(bool).any()
