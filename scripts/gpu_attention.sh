@@ -3,29 +3,29 @@
 # perf table (each backend's backward alone, timed) and the bare CUDA-event loop beside it,
 # then the conformance matrix of every implementation on the gpu profile (10 repeats for
 # determinism, no timing), within DEADLINE seconds; plus the cross-entropy probe.
-#   device run: [DEADLINE=540] [FUSED=...] bash scripts/gpu_attention.sh
+#   device run: [DEADLINE=540] [PERF=impls] [MATRIX=impls] bash scripts/gpu_attention.sh
 # Out: $OUT/attention.log (everything printed), $OUT/attention.tgz (results and logs).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 BWD_SUITE_CACHE=/tmp/cache
 start=$SECONDS; deadline=${DEADLINE:-540}
 work=/tmp/attn; mkdir -p "$work"
 left() { echo $(( deadline - (SECONDS - start) )); }
-FUSED=${FUSED:-torch_flash,torch_efficient,torch_efficient_mask,torch_cudnn,torch_cudnn_mask,torch_sdpa,torch_flex}
-ALL=${ALL:-torch_ref,torch_math,torch_fp32,torch_tiled,$FUSED}
+PERF=${PERF:-torch_flash,torch_efficient,torch_cudnn,torch_sdpa,torch_flex}
+MATRIX=${MATRIX:-torch_ref,torch_flash,torch_efficient,torch_efficient_mask,torch_cudnn,torch_cudnn_mask,torch_sdpa}
 main() {
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 python3 -m bwd_suite prebuild --op cross_entropy > "$work/prebuild.log" 2>&1
 timeout 60 python3 scripts/ce_probe.py 2>&1 | tail -n 30
 timeout 120 python3 -m bwd_suite calibrate 2>&1 | tail -n 6
 echo "calibrated after $(( SECONDS - start )) s"
-timeout $(( $(left) / 3 )) python3 -m bwd_suite run --profile perf --op attention --impl "$FUSED" \
+timeout $(( $(left) / 3 )) python3 -m bwd_suite run --profile perf --op attention --impl "$PERF" \
   --output "$work/perf.parquet" > "$work/perf.txt" 2>&1
 echo "perf: exit $? after $(( SECONDS - start )) s"
 grep -E "^attention|ERROR|FAIL" "$work/perf.txt" | cut -c1-300 | head -n 20
 timeout 100 python3 scripts/attention_bare_loop.py "$work/perf.parquet" 2>&1 | tail -n 30
 echo "bare loop after $(( SECONDS - start )) s"
 T=$(( $(left) - 20 ))
-timeout "$T" python3 -m bwd_suite run --profile gpu --op attention --impl "$ALL" --repeats 10 \
+timeout "$T" python3 -m bwd_suite run --profile gpu --op attention --impl "$MATRIX" --repeats 10 \
   --no-timing --output "$work/gpu.parquet" > "$work/gpu.txt" 2>&1
 echo "gpu profile: exit $? after $(( SECONDS - start )) s"
 grep -E "^attention|^  attention" "$work/gpu.txt" | cut -c1-300 | head -n 40
