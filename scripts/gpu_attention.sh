@@ -1,48 +1,74 @@
 #!/usr/bin/env bash
-# One device call for attention's backward: calibrate (copy bandwidth and GEMM peaks), the
-# perf table (each backend's backward alone, timed) and the bare CUDA-event loop beside it,
-# then the conformance matrix of every implementation on the gpu profile (10 repeats for
-# determinism, no timing), within DEADLINE seconds; plus the cross-entropy probe.
-#   device run: [DEADLINE=540] [PERF=impls] [MATRIX=impls] bash scripts/gpu_attention.sh
+# One device call for attention's backward, in steps (STEPS, default all, in this order):
+#   findings  the findings file for the fused backends (their known failures, no timing)
+#   perf      calibrate, then the perf profile timed: each backend's backward alone
+#   bare      a bare CUDA-event loop around the same calls, beside the suite's times
+#   matrix    the conformance matrix on the gpu profile, 10 repeats, no timing
+#   flex      FlexAttention on the features of the gpu profile (it compiles per shape)
+#   ce        the cross-entropy probe (scripts/ce_probe.py)
+# each bounded by what is left of DEADLINE seconds.
+#   device run: [DEADLINE=540] [STEPS="perf bare"] [PERF=impls] [MATRIX=impls] bash scripts/gpu_attention.sh
 # Out: $OUT/attention.log (everything printed), $OUT/attention.tgz (results and logs).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 BWD_SUITE_CACHE=/tmp/cache
 start=$SECONDS; deadline=${DEADLINE:-540}
-work=/tmp/attn; mkdir -p "$work"
+work=/tmp/attn; rm -rf "$work"; mkdir -p "$work"
 left() { echo $(( deadline - (SECONDS - start) )); }
+STEPS=${STEPS:-findings perf bare matrix flex ce}
 PERF=${PERF:-torch_flash,torch_efficient,torch_cudnn,torch_sdpa,torch_flex}
 MATRIX=${MATRIX:-torch_ref,torch_flash,torch_efficient,torch_efficient_mask,torch_cudnn,torch_cudnn_mask,torch_sdpa}
-main() {
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-python3 -m bwd_suite prebuild --op cross_entropy > "$work/prebuild.log" 2>&1
-timeout 60 python3 scripts/ce_probe.py 2>&1 | tail -n 30
-timeout 120 python3 -m bwd_suite calibrate 2>&1 | tail -n 6
-echo "calibrated after $(( SECONDS - start )) s"
-timeout $(( $(left) / 3 )) python3 -m bwd_suite run --profile perf --op attention --impl "$PERF" \
-  --output "$work/perf.parquet" > "$work/perf.txt" 2>&1
-echo "perf: exit $? after $(( SECONDS - start )) s"
-grep -E "^attention|ERROR|FAIL" "$work/perf.txt" | cut -c1-300 | head -n 20
-timeout 100 python3 scripts/attention_bare_loop.py "$work/perf.parquet" 2>&1 | tail -n 30
-echo "bare loop after $(( SECONDS - start )) s"
-T=$(( $(left) - 20 ))
-timeout "$T" python3 -m bwd_suite run --profile gpu --op attention --impl "$MATRIX" --repeats 10 \
-  --no-timing --output "$work/gpu.parquet" > "$work/gpu.txt" 2>&1
-echo "gpu profile: exit $? after $(( SECONDS - start )) s"
-grep -E "^attention|^  attention" "$work/gpu.txt" | cut -c1-300 | head -n 40
-python3 - "$work/gpu.parquet" <<'EOF' 2>&1 | head -n 60
-import sys, pandas as pd
+FUSED=torch_flash,torch_efficient,torch_efficient_mask,torch_cudnn,torch_cudnn_mask,torch_sdpa
+FLEX_CASES=${FLEX_CASES:-windows,softcap,masks,large-scores,short-keys,empty-,long-packed,features}
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+summary() {  # verdict counts per implementation, then the failures' reasons
+python3 - "$1" <<'EOF' 2>&1 | head -n 50
+import sys
 from bwd_suite.suite import results
 df = results.read_results([sys.argv[1]])
 print(df.groupby(["impl", "verdict"]).size().unstack(fill_value=0).to_string())
-bad = df[df.verdict.isin(["fail", "error"])]
-for impl, g in bad.groupby("impl"):
-    print(f"--- {impl}: {len(g)} bad")
-    for _, r in g.head(6).iterrows():
-        print(f"  {r.case_id}: {str(r.reason)[:260]} | {str(r.diagnosis)[:160]}")
-uns = df[df.verdict == "unsupported"]
-for impl, g in uns.groupby("impl"):
-    print(f"--- {impl}: unsupported {len(g)}: {g.reason.value_counts().head(3).to_dict()}")
+print("known failures failing:", int((df.known_failure.notna() & (df.verdict == "fail")).sum()),
+      "passing:", int((df.known_failure.notna() & (df.verdict == "pass")).sum()))
+bad = df[df.verdict.isin(["fail", "error"]) & df.known_failure.isna()]
+for _, r in bad.head(12).iterrows():
+    print(f"  {r.impl} {r.case_id}: {str(r.reason)[:200]}")
+for _, r in df[df.known_failure.notna() & (df.verdict == "pass")].head(8).iterrows():
+    print(f"  unexpected pass: {r.impl} {r.case_id}")
 EOF
+}
+main() {
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+if has findings; then
+  timeout $(( $(left) / 6 )) python3 -m bwd_suite run --cases cases/attention/findings.toml --profile gpu \
+    --impl "$FUSED" --repeats 3 --no-timing --quiet --output "$work/findings.parquet" > "$work/findings.txt" 2>&1
+  echo "findings: exit $? after $(( SECONDS - start )) s"; summary "$work/findings.parquet"
+fi
+if has perf; then
+  timeout 120 python3 -m bwd_suite calibrate 2>&1 | tail -n 5
+  timeout $(( $(left) / 2 )) python3 -m bwd_suite run --profile perf --op attention --impl "$PERF" \
+    --output "$work/perf.parquet" > "$work/perf.txt" 2>&1
+  echo "perf: exit $? after $(( SECONDS - start )) s"
+  grep -E "^attention" "$work/perf.txt" | cut -c1-200
+  summary "$work/perf.parquet"
+fi
+if has bare && [ -f "$work/perf.parquet" ]; then
+  timeout $(( $(left) / 2 )) python3 scripts/attention_bare_loop.py "$work/perf.parquet" --reps 30 2>&1 | tail -n 45
+  echo "bare loop after $(( SECONDS - start )) s"
+fi
+if has matrix; then
+  timeout $(( $(left) - 60 )) python3 -m bwd_suite run --profile gpu --op attention --impl "$MATRIX" \
+    --repeats 10 --no-timing --quiet --output "$work/gpu.parquet" > "$work/gpu.txt" 2>&1
+  echo "gpu profile: exit $? after $(( SECONDS - start )) s"; summary "$work/gpu.parquet"
+fi
+if has flex; then
+  sel=(); for c in ${FLEX_CASES//,/ }; do sel+=(--case "attention/$c"); done
+  timeout $(( $(left) - 25 )) python3 -m bwd_suite run --profile gpu --op attention --impl torch_flex \
+    "${sel[@]}" --repeats 10 --no-timing --quiet --output "$work/flex.parquet" > "$work/flex.txt" 2>&1
+  echo "flex: exit $? after $(( SECONDS - start )) s"; summary "$work/flex.parquet"
+fi
+if has ce; then
+  python3 -m bwd_suite prebuild --op cross_entropy > "$work/prebuild.log" 2>&1
+  timeout 60 python3 scripts/ce_probe.py 2>&1 | tail -n 30
+fi
 }
 main > "$OUT/attention.log" 2>&1
 tar czf "$OUT/attention.tgz" -C "$work" . 2>/dev/null

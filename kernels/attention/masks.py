@@ -67,3 +67,21 @@ def sdpa_mask(seq_idx: Optional[torch.Tensor], causal: bool, T: int, device, *,
         return None
     return keep(seq_idx, causal, T, seq_k, device, align=align, window_left=window_left,
                 window_right=window_right)
+
+
+def some_row_sees_nothing(p) -> bool:
+    """Whether some query of case params `p` sees no key at all by its alignment, causal
+    mask, window or packing padding (a boolean mask's random holes aside). The key range
+    of query i moves monotonically with i, so the first and the last query tell."""
+    if p.get("packing", "none") == "packed_padded":
+        return True
+    Tq, Tk = p["seq_q"], p["seq_k"]
+    off = offset(Tq, Tk, p.get("align", "top_left"))
+    left, right = p.get("window_left", -1), p.get("window_right", -1)
+    right = 0 if p["causal"] else right
+    for i in (0, Tq - 1):
+        lo = 0 if left < 0 else max(0, i + off - left)
+        hi = Tk - 1 if right < 0 else min(Tk - 1, i + off + right)
+        if lo > hi:
+            return True
+    return False

@@ -73,9 +73,36 @@ def supports_of(name: str, explicit: Optional[bool], takes_mask: bool):
     return supports
 
 
-def _refusing(backends, fn):
-    """`fn()` under `backends`; PyTorch's "No available kernel" (with the reasons it warned)
-    as Unsupported."""
+# Where PyTorch refuses without saying why (its checks state some reasons, not all: a
+# disabled or unfit backend may print only "... not used because:"), what the case has
+# that the backend is known not to take
+_LIMITS = {
+    SDPBackend.FLASH_ATTENTION: lambda q, k, m: [
+        "fp32 (fp16/bf16 only)" if q.dtype == torch.float32 else "",
+        "an explicit mask" if m is not None else ""],
+    SDPBackend.EFFICIENT_ATTENTION: lambda q, k, m: [
+        "grouped-query heads (no enable_gqa)" if q.shape[1] != k.shape[1] else ""],
+    SDPBackend.CUDNN_ATTENTION: lambda q, k, m: [
+        "fp32 (fp16/bf16 only)" if q.dtype == torch.float32 else "",
+        f"head dim {q.shape[-1]} (multiples of 8 up to 128)"
+        if q.shape[-1] % 8 or q.shape[-1] > 128 else ""],
+}
+
+
+def _stated(caught) -> list[str]:
+    """PyTorch's warnings, without the location suffix and the bare section headers."""
+    out = []
+    for w in caught:
+        text = re.sub(r"\s*\(Triggered internally at [^)]*\)\.?", "", str(w.message))
+        text = re.sub(r"\s+", " ", text).strip()
+        if text and not text.endswith("not used because:"):
+            out.append(text)
+    return list(dict.fromkeys(out))
+
+
+def _refusing(backends, fn, q, k, mask):
+    """`fn()` under `backends`; PyTorch's "No available kernel" as Unsupported, with the
+    reasons PyTorch stated, or else the case's features the backend is known to refuse."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -84,10 +111,14 @@ def _refusing(backends, fn):
         except RuntimeError as e:
             if "No available kernel" not in str(e):
                 raise
-            why = [re.sub(r"\s+", " ", str(w.message)).strip() for w in caught]
-            why = [w for w in why if "not used because" in w or "requires" in w] or why
-            raise Unsupported("No available kernel: " + ("; ".join(dict.fromkeys(why))
-                                                         or str(e).splitlines()[0])) from None
+            why = _stated(caught)
+            if why:
+                raise Unsupported("No available kernel: " + "; ".join(why)) from None
+            likely = [x for b in backends for x in _LIMITS.get(b, lambda *_: [])(q, k, mask)
+                      if x]
+            raise Unsupported("No available kernel, PyTorch stated no reason; the case has "
+                              + (", ".join(likely) if likely else "nothing known to be "
+                                 "refused")) from None
 
 
 def _keep(q, k, seq_idx, attrs) -> torch.Tensor:
@@ -126,7 +157,7 @@ def _prepare(backends, explicit, *, q, k, v, dout, seq_idx=None, attn_mask=None,
                 *leaves, attn_mask=mask, is_causal=is_causal, scale=attrs["scale"],
                 enable_gqa=q.shape[1] != k.shape[1])
 
-    o = _refusing(backends, forward)
+    o = _refusing(backends, forward, q, k, mask)
     return {"o": o, "leaves": leaves, "dout": dout}
 
 
@@ -137,7 +168,49 @@ def backward(saved) -> dict:
     return {"dq": dq, "dk": dk, "dv": dv}
 
 
-_INPUTS = ("q", "k", "v", "o", "lse", "dout", "seq_idx", "attn_mask", "dropout_mask")
+# What the first GPU runs found (torch 2.11, cuDNN 9.19, H100; cases/attention/
+# findings.toml holds the smallest case of each): known failures, reported as such
+CUDNN_NO_KEY = ("cuDNN gives a query that sees no key a wrong dq where the gradient is 0 "
+                "(non-zero under a bottom-right mask with seq_q > seq_k, NaN on packed "
+                "padding and on rows a boolean mask empties): cases/attention/findings.toml")
+EFFICIENT_LOWER_RIGHT = ("the memory-efficient backend's lower-right causal mask with seq_q "
+                         "> seq_k: dq off in rows that see keys (the same visibility as an "
+                         "explicit mask passes): cases/attention/findings.toml")
+EFFICIENT_ONE_KEY = ("fp32, one key: dS = dP - D cancels to rounding noise and dk sums 129 "
+                     "such terms, 1.03 times its bound (a tolerance edge): "
+                     "cases/attention/findings.toml")
+_BOOL_MASK_NO_KEY = {"cuda:attention/masks/B1-H4-KV2-Tq20-Tk64-d32-fp16-bhsd-causal-bmask$":
+                     CUDNN_NO_KEY,
+                     "cuda:attention/empty-masked-keys/B1-H2-KV1-Tq64-Tk2-d32-fp16-full-bmask$":
+                     CUDNN_NO_KEY,
+                     "cuda:attention/cudnn-no-key-bool-mask/": CUDNN_NO_KEY}
+_ONE_KEY = {"cuda:attention/lengths/B2-H2-KV2-Tq129-Tk1-d32-fp32-causal$": EFFICIENT_ONE_KEY,
+            "cuda:attention/efficient-fp32-one-key/": EFFICIENT_ONE_KEY}
+_LOWER_RIGHT = {"cuda:attention/lengths/B2-H2-KV2-Tq64-Tk7-d32-fp32-causal-br$":
+                EFFICIENT_LOWER_RIGHT,
+                "cuda:attention/efficient-lower-right-short-keys/": EFFICIENT_LOWER_RIGHT}
+
+
+def _cudnn_no_key(p: Mapping) -> Optional[str]:
+    return CUDNN_NO_KEY if masks.some_row_sees_nothing(p) else None
+
+
+def _sdpa_no_key(p: Mapping) -> Optional[str]:
+    """PyTorch dispatches a 16-bit case that needs a mask to cuDNN (one without to flash,
+    fp32 to the memory-efficient backend)."""
+    return CUDNN_NO_KEY if (p["dtype"] != "float32" and _needs_mask(p)
+                            and masks.some_row_sees_nothing(p)) else None
+
+
+KNOWN = {
+    "torch_cudnn": ({}, _cudnn_no_key),
+    "torch_cudnn_mask": (_BOOL_MASK_NO_KEY, _cudnn_no_key),
+    "torch_efficient": ({**_ONE_KEY, **_LOWER_RIGHT,
+                         "cuda:attention/near-square-swapped/B1-H1-KV1-Tq1024-Tk1023-d32-bf16-"
+                         "causal-br$": EFFICIENT_LOWER_RIGHT}, None),
+    "torch_efficient_mask": (_ONE_KEY, None),
+    "torch_sdpa": ({**_ONE_KEY, **_LOWER_RIGHT, **_BOOL_MASK_NO_KEY}, _sdpa_no_key),
+}
 
 
 def _register(name: str, backends, explicit: Optional[bool], takes_mask: bool, doc: str,
@@ -153,9 +226,11 @@ def _register(name: str, backends, explicit: Optional[bool], takes_mask: bool, d
 
     fn.__doc__ = doc
     fn.__name__ = fn.__qualname__ = name
+    known, known_when = KNOWN.get(name, ({}, None))
     implementation("attention", name, kind="native", version=torch.__version__,
                    devices=devices, deterministic=deterministic, prepare=prepare,
-                   supports=supports or supports_of(name, explicit, takes_mask))(fn)
+                   supports=supports or supports_of(name, explicit, takes_mask),
+                   known_failures=known, known_failure_when=known_when)(fn)
     return fn
 
 
