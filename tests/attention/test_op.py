@@ -268,6 +268,11 @@ def test_fuzz_bounds_count_the_bias_and_the_cap():
     assert bounds(big_bias, "cpu")[0] == "mask_scale"
     assert bounds(dict(big_bias, softcap=20.0), "cpu") is None  # the cap bounds the scores
     assert bounds(params(dtype="bfloat16", logit_scale=30.0), "cpu")[0] == "logit_scale"
+    # a cap far below the scores: tanh saturates and the gradient vanishes (fuzzed
+    # torch_ref: dq 0 against 1e-18 at a cap of 0.0034 on scores of 0.12)
+    tiny_cap = params(dtype="bfloat16", head_dim=1, softmax_scale=0.12, softcap=0.0034)
+    assert bounds(tiny_cap, "cpu")[0] == "softcap"
+    assert bounds(dict(tiny_cap, softcap=0.02), "cpu") is None
 
 
 # ---------------------------------------------------------------- through the runner
