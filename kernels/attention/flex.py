@@ -104,8 +104,18 @@ def prepare(*, q, k, v, dout, seq_idx=None, attn_mask=None, **attrs):
     return {"o": o, "leaves": leaves, "dout": dout, "block_mask": block_mask}
 
 
+# measured on an H100 (torch 2.11): fp32 with one key, dS = dP - D cancels to rounding
+# noise and dk sums Tq such terms, 1.2-1.5 times its bound (a tolerance edge, as for the
+# memory-efficient backend: cases/attention/findings.toml)
+ONE_KEY = ("fp32, one key: dS = dP - D cancels to rounding noise, dk 1.2-1.5 times its "
+           "bound (a tolerance edge): cases/attention/findings.toml")
+KNOWN = {"cuda:attention/short-keys/B1-H2-KV1-Tq203-Tk1-d32-fp32-causal$": ONE_KEY,
+         "cuda:attention/short-keys/B1-H2-KV1-Tq799-Tk1-d32-fp32-causal$": ONE_KEY}
+
+
 @implementation("attention", "torch_flex", kind="native", version=torch.__version__,
-                devices=("cuda",), deterministic=False, supports=supports, prepare=prepare)
+                devices=("cuda",), deterministic=False, supports=supports, prepare=prepare,
+                known_failures=KNOWN)
 def torch_flex(*, saved, **_):
     """FlexAttention compiled: mask_mod and score_mod from the case (backward alone)"""
     return backward(saved)
