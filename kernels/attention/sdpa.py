@@ -195,11 +195,15 @@ def _cudnn_no_key(p: Mapping) -> Optional[str]:
     return CUDNN_NO_KEY if masks.some_row_sees_nothing(p) else None
 
 
-def _sdpa_no_key(p: Mapping) -> Optional[str]:
-    """PyTorch dispatches a 16-bit case that needs a mask to cuDNN (one without to flash,
-    fp32 to the memory-efficient backend)."""
-    return CUDNN_NO_KEY if (p["dtype"] != "float32" and _needs_mask(p)
-                            and masks.some_row_sees_nothing(p)) else None
+# torch_sdpa runs on the CPU too, where these pass: its cuDNN failures by id, on CUDA only
+# (PyTorch dispatches a 16-bit case that needs a mask to cuDNN)
+_SDPA_NO_KEY = {f"cuda:attention/{c}": CUDNN_NO_KEY for c in (
+    "packing/B2-H2-KV2-T64-d32-bf16-causal-packpad-", "packing/B2-H2-KV2-T64-d32-bf16-full-packpad-",
+    "long-packed/B2-H8-KV2-T1024-d128-bf16-causal-packpad-s4$",
+    "empty-window-past-keys/B1-H2-KV1-Tq100-Tk20-d32-bf16-causal-wl4$",
+    "empty-window-bottom-right/B1-H2-KV1-Tq90-Tk30-d32-bf16-full-br-wl2-wr2$",
+    "empty-packed-padded-window/B3-H2-KV1-T64-d32-bf16-causal-wl5-packpad-s4$",
+    "cudnn-no-key-padding/")}
 
 
 KNOWN = {
@@ -209,7 +213,7 @@ KNOWN = {
                          "cuda:attention/near-square-swapped/B1-H1-KV1-Tq1024-Tk1023-d32-bf16-"
                          "causal-br$": EFFICIENT_LOWER_RIGHT}, None),
     "torch_efficient_mask": (_ONE_KEY, None),
-    "torch_sdpa": ({**_ONE_KEY, **_LOWER_RIGHT, **_BOOL_MASK_NO_KEY}, _sdpa_no_key),
+    "torch_sdpa": ({**_ONE_KEY, **_LOWER_RIGHT, **_BOOL_MASK_NO_KEY, **_SDPA_NO_KEY}, None),
 }
 
 
