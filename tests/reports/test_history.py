@@ -236,3 +236,36 @@ def test_trends_have_a_time_axis_commits_on_hover_and_steps_by_commit_range(perf
         history=tuple(runs[:-1]))))
     assert '<code class="commits">ccc3..ddd4</code>' in html
     assert "<title>2026-12-09 02:00, commit bbb2: pass, " in html
+
+
+def test_a_bad_file_in_the_history_folder_or_the_inputs_is_skipped_with_a_notice(
+        perf, tmp_path, capsys):  # noqa: F811
+    folder = tmp_path / "nightly"
+    folder.mkdir()
+    runs = planted_nights(perf, {0: (1.5, 3, {})}, n=5)
+    for name, df in runs[:-1]:
+        write(df, folder / name)
+    whole = (folder / "0.parquet").read_bytes()
+    (folder / "2.parquet").write_bytes(whole[:len(whole) // 2])  # truncated
+    pd.DataFrame({"a": [1, 2]}).to_parquet(folder / "pandas.parquet")  # not a results file
+    results = tmp_path / "results"
+    results.mkdir()
+    write(runs[-1][1], results / "tonight.parquet")
+    pd.DataFrame({"a": [1]}).to_parquet(results / "notes.parquet")
+    out = tmp_path / "r.html"
+    assert main(["report", str(results), "--history", str(folder), "-o", str(out)]) == 0
+    html = out.read_text()
+    assert "4 runs in order of start" in html  # three good nights and tonight
+    notices = [n.all_text() for n in Tree(html).find(
+        lambda n: "notice" in n.attrs.get("class", "").split())]
+    for name, why in [("2.parquet", "not a readable parquet file"),
+                      ("pandas.parquet", "not a bwd-suite results file"),
+                      ("notes.parquet", "not a bwd-suite results file")]:
+        (text,) = [t for t in notices if name in t]
+        assert why in text and text.startswith("Skipped ")
+    err = capsys.readouterr().err
+    assert err.count("report: Skipped ") == 3
+    # only files that cannot be read: none at all is still bad input, in one line
+    assert main(["report", str(results / "notes.parquet"), "-o", str(out)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "notes.parquet" in line and "not a bwd-suite results file" in line
