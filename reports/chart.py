@@ -56,6 +56,7 @@ class Line:
     label: str  # the name, cut to LABEL_CHARS
     lx: float  # the label's start: right of the line's last point
     ly: float
+    leader: str = ""  # polyline points from the last point to a label moved off it
 
 
 @dataclass(frozen=True)
@@ -194,8 +195,12 @@ def _impl_lines(data: Sequence[Datum], series: list, color: dict, sx, sy,
                 break
             y += step
         placed.append((x, y, width))
+        end = xy[-1]
+        # a name moved off its line's end gets a thin line back to it
+        leader = f"{end[0] + 2},{end[1]} {round(x - 2, 1)},{round(y - 4, 1)}" \
+            if abs(y - (end[1] + 4)) > 1 else ""
         out.append(Line(s, color[s], " ".join(f"{a},{b}" for a, b in xy), label,
-                        round(x, 1), round(y, 1)))
+                        round(x, 1), round(y, 1), leader))
     order = {s: k for k, s in enumerate(series)}
     return tuple(sorted(out, key=lambda ln: order[ln.series]))
 

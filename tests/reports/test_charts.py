@@ -234,6 +234,7 @@ def test_a_line_joins_the_median_at_each_size_in_order_of_size():
     same = [chart.Datum(x=1e8, seconds=1e-3, series=s, title="", href="") for s in "ab"]
     a, b = chart.loglog(same, []).impl_lines
     assert a.lx == b.lx and abs(a.ly - b.ly) >= chart.LINE_H
+    assert bool(a.leader) != bool(b.leader)  # the one moved off the end points back to it
 
 
 def test_bars_give_each_implementations_geometric_mean_fraction_of_the_roofline(perf):  # noqa: F811

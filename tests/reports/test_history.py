@@ -265,6 +265,11 @@ def test_a_bad_file_in_the_history_folder_or_the_inputs_is_skipped_with_a_notice
         assert why in text and text.startswith("Skipped ")
     err = capsys.readouterr().err
     assert err.count("report: Skipped ") == 3
+    # a baseline of which nothing can be read: the page without a comparison, and why
+    assert main(["report", str(results), "--baseline", str(folder / "pandas.parquet"), "-o",
+                 str(out)]) == 0
+    assert "pandas.parquet of the baseline: not a bwd-suite results file" in out.read_text()
+    assert "no baseline file could be read" in capsys.readouterr().err
     # only files that cannot be read: none at all is still bad input, in one line
     assert main(["report", str(results / "notes.parquet"), "-o", str(out)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
