@@ -337,8 +337,9 @@ def bars(data: Sequence[BarDatum], colors: dict, x_label: str, aria: str) -> Opt
     for k, d in enumerate(data):
         y = BAR_TOP + k * BAR_ROW + (BAR_ROW - BAR_H) / 2
         out.append(Bar(d.series, _cut(d.series, int((BAR_LEFT - 12) / CHAR_W)),
-                       palette.color(colors, d.series), BAR_LEFT, y, round(sx(d.value) - BAR_LEFT, 1),
-                       BAR_H, d.text, sx(d.value) + 5, y + BAR_H - 3, y + BAR_H - 3, d.title))
+                       palette.color(colors, d.series), BAR_LEFT, y,
+                       round(sx(d.value) - BAR_LEFT, 1), BAR_H, d.text, sx(d.value) + 5,
+                       y + BAR_H - 3, y + BAR_H - 3, d.title))
     n_ticks = int(round(top / step))
     ticks = tuple(Tick(sx(k * step), BAR_TOP, sx(k * step), BAR_TOP + ph, sx(k * step),
                        BAR_TOP + ph + 14, f"{100 * k * step:g} %") for k in range(n_ticks + 1))

@@ -250,7 +250,8 @@ def test_bars_give_each_implementations_geometric_mean_fraction_of_the_roofline(
     assert [f.impl for f in o.fractions] == ["liger", "torch_ref", "slow"]  # closest first
     assert [b.series for b in o.bars.bars] == ["liger", "torch_ref", "slow"]
     widths = [b.w for b in o.bars.bars]
-    assert widths[0] == pytest.approx(2 * widths[1], abs=0.2)  # linear: twice as fast, twice as long
+    # a linear axis: twice the fraction, twice the length
+    assert widths[0] == pytest.approx(2 * widths[1], abs=0.2)
     assert o.bars.xticks[-1].label == "100 %"
     html = render.render(render.build(df))
     assert html.count('<svg class="chart bars"') == 1
