@@ -1,8 +1,13 @@
-"""A log-log scatter chart as plain geometry for an inline SVG: time against bytes (or,
-for compute-bound items, against flops), one colour per implementation, a line per
+"""Charts as plain geometry for inline SVG; the template only draws them.
+
+`loglog`: time against bytes (or, for compute-bound items, against flops), one colour
+per implementation, its points joined by one line across the case sizes (through its
+median time at each size) and labelled with its name at the line's end; a line per
 measured ceiling (time = bytes / copy bandwidth, or flops / compute peak) and the curve of
-device copies of the items' own bytes, timed as the items were. All coordinates are
-computed here; the template only draws them."""
+device copies of the items' own bytes, timed as the items were.
+
+`bars`: one horizontal bar per implementation, e.g. its geometric-mean fraction of the
+roofline, on a linear axis from 0 to 100 % (further when a value passes it)."""
 
 from __future__ import annotations
 
@@ -12,8 +17,10 @@ from typing import Callable, Optional, Sequence
 
 from bwd_suite.reports import fmt, palette
 
-WIDTH, HEIGHT = 760, 440
-LEFT, RIGHT, TOP, BOTTOM = 70, 20, 20, 50  # margins for tick labels
+WIDTH, HEIGHT = 860, 440
+LEFT, RIGHT, TOP, BOTTOM = 70, 130, 20, 50  # margins for tick labels, and line-end names
+LABEL_CHARS = 18  # a line-end name longer than this is cut (the full one in its <title>)
+CHAR_W, LINE_H = 6.2, 12  # about one character's width and a line's height at 11 px
 PALETTE = palette.PALETTE
 MAX_DECADES_BELOW = 2  # how far the y axis may extend below the points to show a line
 
@@ -37,6 +44,19 @@ class Segment:
     lx: float  # label position: the segment's middle, just below the line
     ly: float
     angle: float  # degrees: the label runs along the line
+
+
+@dataclass(frozen=True)
+class Line:
+    """One implementation's line across the case sizes, labelled at its end."""
+
+    series: str
+    color: str
+    points: str  # SVG polyline points, in order of x
+    label: str  # the name, cut to LABEL_CHARS
+    lx: float  # the label's start: right of the line's last point
+    ly: float
+    leader: str = ""  # polyline points from the last point to a label moved off it
 
 
 @dataclass(frozen=True)
@@ -94,6 +114,7 @@ class Chart:
     x_label_at: tuple  # (x, y)
     y_label_at: tuple  # (x, y) before the -90 degree rotation
     aria: str = ""  # what the chart shows, in words
+    impl_lines: tuple = ()  # Line per implementation, in legend order
 
 
 @dataclass(frozen=True)
@@ -130,6 +151,58 @@ def _clip(x_at, y_at, xlo, xhi, ylo, yhi):
 
 
 COPY_CURVE_LABEL = "copy of the same bytes"
+
+
+def _cut(name: str, chars: int = LABEL_CHARS) -> str:
+    return name if len(name) <= chars else name[:chars - 1] + "…"
+
+
+def _median(values: list) -> float:
+    s = sorted(values)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def _impl_lines(data: Sequence[Datum], series: list, color: dict, sx, sy,
+                bottom: float) -> tuple:
+    """A line per series through its median log time at each size (sizes within a pixel
+    are one: cases of one size but another layout or sweep would make it zigzag), its name
+    right of the last point; names are moved down (or up, at the bottom) until none
+    overlaps another."""
+    lines = []
+    for s in series:
+        at: dict = {}
+        for d in data:
+            if d.series == s:
+                px = sx(math.log10(d.x))
+                at.setdefault(round(px), []).append((px, math.log10(d.seconds)))
+        xy = [(round(sum(p for p, _ in v) / len(v), 1), round(sy(_median([y for _, y in v])), 1))
+              for _, v in sorted(at.items())]
+        lines.append((s, xy))
+    placed: list = []  # (x, y, width) of the labels so far
+    out = []
+    for s, xy in sorted(lines, key=lambda sl: (sl[1][-1][1], sl[0])):
+        label = _cut(s)
+        x, y = xy[-1][0] + 7, xy[-1][1] + 4
+        width = CHAR_W * len(label)
+
+        def clash(y_):
+            return any(abs(y_ - py) < LINE_H and x < px + pw and px < x + width
+                       for px, py, pw in placed)
+        step = LINE_H if y + LINE_H <= bottom else -LINE_H
+        for _ in range(len(placed) + 1):
+            if not clash(y):
+                break
+            y += step
+        placed.append((x, y, width))
+        end = xy[-1]
+        # a name moved off its line's end gets a thin line back to it
+        leader = f"{end[0] + 2},{end[1]} {round(x - 2, 1)},{round(y - 4, 1)}" \
+            if abs(y - (end[1] + 4)) > 1 else ""
+        out.append(Line(s, color[s], " ".join(f"{a},{b}" for a, b in xy), label,
+                        round(x, 1), round(y, 1), leader))
+    order = {s: k for k, s in enumerate(series)}
+    return tuple(sorted(out, key=lambda ln: order[ln.series]))
 
 
 def loglog(data: Sequence[Datum], rates: Sequence[tuple],
@@ -194,5 +267,82 @@ def loglog(data: Sequence[Datum], rates: Sequence[tuple],
                  x_label=f"{axis.what} (log scale)",
                  y_label="median backward time (log scale)",
                  x_label_at=(LEFT + pw / 2, HEIGHT - 12), y_label_at=(-(TOP + ph / 2), 16),
-                 aria=f"median time against {axis.what}, log-log, with the {ceiling} line"
-                      + (" and the same-bytes copies" if copies else ""))
+                 aria=f"median time against {axis.what}, log-log, a line per "
+                      f"implementation, with the {ceiling} line"
+                      + (" and the same-bytes copies" if copies else ""),
+                 impl_lines=_impl_lines(data, series, color, sx, sy, TOP + ph))
+
+
+# -- bars ------------------------------------------------------------------------------------
+
+BAR_LEFT, BAR_RIGHT, BAR_ROW, BAR_H, BAR_TOP, BAR_BOTTOM = 170, 130, 22, 14, 8, 34
+
+
+@dataclass(frozen=True)
+class BarDatum:
+    series: str
+    value: float  # a fraction: 1.0 is the whole axis's 100 %
+    text: str  # the value as shown at the bar's end
+    title: str  # the hover text
+
+
+@dataclass(frozen=True)
+class Bar:
+    series: str
+    label: str  # the name, cut to fit the left gutter
+    color: str
+    x: float
+    y: float
+    w: float
+    h: float
+    text: str
+    tx: float  # the value's text: right of the bar
+    ty: float
+    ly: float  # the name's baseline, right-aligned at BAR_LEFT - 6
+    title: str
+
+
+@dataclass(frozen=True)
+class Bars:
+    width: int
+    height: int
+    left: float
+    top: float
+    plot_w: float
+    plot_h: float
+    bars: tuple
+    xticks: tuple
+    x_label: str
+    x_label_at: tuple
+    aria: str
+
+
+def bars(data: Sequence[BarDatum], colors: dict, x_label: str, aria: str) -> Optional[Bars]:
+    """Horizontal bars in the order given, on a linear axis from 0 to 100 % or, when a
+    value passes 100 %, to the next tick above it; None without positive values."""
+    data = [d for d in data if d.value is not None and d.value > 0 and math.isfinite(d.value)]
+    if not data:
+        return None
+    top = max(1.0, max(d.value for d in data))
+    step = 0.25 if top <= 1.5 else 0.5 if top <= 3 else 10 ** math.floor(math.log10(top))
+    top = math.ceil(top / step - 1e-9) * step
+    pw = WIDTH - BAR_LEFT - BAR_RIGHT
+    ph = BAR_ROW * len(data)
+    height = BAR_TOP + ph + BAR_BOTTOM
+
+    def sx(v):
+        return round(BAR_LEFT + v / top * pw, 1)
+
+    out = []
+    for k, d in enumerate(data):
+        y = BAR_TOP + k * BAR_ROW + (BAR_ROW - BAR_H) / 2
+        out.append(Bar(d.series, _cut(d.series, int((BAR_LEFT - 12) / CHAR_W)),
+                       palette.color(colors, d.series), BAR_LEFT, y,
+                       round(sx(d.value) - BAR_LEFT, 1), BAR_H, d.text, sx(d.value) + 5,
+                       y + BAR_H - 3, y + BAR_H - 3, d.title))
+    n_ticks = int(round(top / step))
+    ticks = tuple(Tick(sx(k * step), BAR_TOP, sx(k * step), BAR_TOP + ph, sx(k * step),
+                       BAR_TOP + ph + 14, f"{100 * k * step:g} %") for k in range(n_ticks + 1))
+    return Bars(width=WIDTH, height=height, left=BAR_LEFT, top=BAR_TOP, plot_w=pw, plot_h=ph,
+                bars=tuple(out), xticks=ticks, x_label=x_label,
+                x_label_at=(BAR_LEFT + pw / 2, height - 4), aria=aria)

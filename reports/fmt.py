@@ -95,9 +95,23 @@ def percent(v) -> Num:
     return _num(v, lambda f: f"{100 * f:.3g} %")
 
 
+def plain(f: float, digits: int = 3) -> str:
+    """A positive or negative number in plain digits, never in scientific notation: `digits`
+    significant ones below 10**digits (2.88, 28.8, 0.000347), whole numbers with thousands
+    separators above (2,880)."""
+    if f == 0 or not math.isfinite(f):
+        return f"{f:g}"
+    # decimals enough for `digits` significant ones, trailing zeros dropped as :g does
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(f))))
+    if abs(round(f, decimals)) >= 10 ** digits:
+        return f"{f:,.0f}"
+    text = f"{f:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def times(v) -> Num:
-    """A ratio or speedup: x1.23."""
-    return _num(v, lambda f: f"×{f:.3g}")
+    """A ratio or speedup: ×1.23, ×0.0347, ×2,880 (never ×2.88e+03)."""
+    return _num(v, lambda f: f"×{plain(f)}")
 
 
 def pvalue(v) -> Num:

@@ -1,6 +1,6 @@
 """History across nightly runs (`report --history DIR`): per (op, case, implementation),
-its median time and verdict over the runs, drawn as a small inline-SVG trend line with
-the detected steps marked, items with the most recent changes first.
+its median time and verdict over the runs, drawn as a small inline-SVG trend on a time
+axis (reports.trend) with the detected steps marked by the commit range they fall in.
 
 Runs are ordered by `run_started`. An item's trend holds the runs that timed it on the
 device and after the kind of L2 flush of its latest timed run (timings of other devices
@@ -9,10 +9,18 @@ are found by suite.regression.detect_steps with the report's rule: a change-poin
 the median of the runs' medians after it differs from the median before it by more than
 the factor and a Mann-Whitney U test of the pooled samples after against before gives
 p < alpha (the best-fitting such split first; binary segmentation: each side of a step is
-searched again). A verdict that
-differs from the item's verdict in the run before is a verdict change. The page lists
-every item with a step or a verdict change (up to MAX_CHANGED, most recent change first)
-and, folded, the first unchanged items up to LIST_BUDGET trends in all.
+searched again). A verdict that differs from the item's verdict in the run before is a
+verdict change; a failure the implementation declares (`known_failure`) is expected, as
+everywhere in the report.
+
+The order of the listing (ORDER): new failures and unexpected passes first (they fail the
+gate), then items with steps by the size of their largest step weighted by its
+significance, then the other verdict changes; the most recent change first among equals.
+A step's weight is |ln ratio| x min(-log10 p, P_CAP), times the share of its runs whose
+timing is not noise (suite.regression's limits: spread past MAX_SPREAD, or a CPU run's
+host load past MAX_HOST_LOAD): a loaded CPU night that doubles a time once cannot sort
+above a real slowdown that several quiet nights agree on. The page lists every changed
+item up to MAX_CHANGED and, folded, the first unchanged ones up to LIST_BUDGET trends.
 """
 
 from __future__ import annotations
@@ -23,18 +31,27 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from bwd_suite.reports import fmt, palette
+from bwd_suite.reports import fmt, palette, trend
 from bwd_suite.reports.items import case_label, compute_bound
+from bwd_suite.reports.trend import Dot, Mark, Spark
 from bwd_suite.suite.outcomes import BAD_VERDICTS, Verdict
-from bwd_suite.suite.regression import (Rule, _plain, detect_steps, kept_samples, latest_rows,
-                              median_of)
+from bwd_suite.suite.regression import (Rule, _plain, _side_noise, detect_steps, kept_samples,
+                                        latest_rows, median_of)
 
 COLUMNS = ["run_id", "run_started", "git_commit", "device_name", "op", "case_id",
            "case_group", "impl", "verdict", "known_failure", "time_median_s",
-           "time_samples_s", "l2_flush", "bound", "tflops", "frac_peak_flops"]
+           "time_samples_s", "l2_flush", "bound", "tflops", "frac_peak_flops", "time_iqr_s",
+           "timing_method", "host_load"]
 MAX_CHANGED = 300  # changed items listed
 LIST_BUDGET = 500  # trends listed in all (changed first, then unchanged, folded)
-WIDTH, HEIGHT, PAD = 200, 40, 5
+# -log10 p beyond this adds no weight: past it every step is beyond doubt, and its size
+# decides (a GPU step over nights of 100 samples gives p below 1e-60; one CPU night of 8
+# samples against seven gives about 1e-9, four against four about 1e-18)
+P_CAP = 20.0
+ORDER = ("new failures and unexpected passes first, then steps by size weighted by "
+         "significance (|ln ratio| × min(−log10 p, 20), times the share of the step's runs "
+         "whose timing is not noise: spread or a CPU host's load past the comparison's "
+         "limits), then the other verdict changes; the most recent change first among equals")
 VERDICT_COLORS = {Verdict.FAIL: "#b3261e", Verdict.ERROR: "#7b1fa2",
                   Verdict.TIMEOUT: "#b35c00", Verdict.UNSUPPORTED: "#9aa3ab"}
 KNOWN_COLOR = "#b08900"  # a declared known failure that failed
@@ -55,34 +72,21 @@ class Run:
     commit: str
     device: str
     items: fmt.Num
+    started_iso: str = ""  # run_started as recorded: the time axis
+
+    @property
+    def short_commit(self) -> str:
+        """Its commit ("a+b" for a run of several), "?" when the files hold none."""
+        return "+".join(c.strip() for c in self.commit.split(",")) if self.commit else "?"
 
 
-@dataclass(frozen=True)
-class Dot:
-    x: float
-    y: float
-    color: str
-    title: str
-    timed: bool
-
-
-@dataclass(frozen=True)
-class Mark:
-    """A vertical mark across the trend: a timing step or a verdict change."""
-
-    x: float
-    kind: str  # "slower", "faster" or "verdict"
-    title: str
-
-
-@dataclass(frozen=True)
-class Spark:
-    width: int
-    height: int
-    line: str  # polyline points of the timed runs
-    dots: tuple
-    marks: tuple
-    floor: float  # y of the untimed dots
+def commit_range(before: Run, after: Run) -> str:
+    """The commits a change happened between, as `git log` takes them."""
+    if "?" in (before.short_commit, after.short_commit):
+        return f"{before.short_commit}..{after.short_commit} (a commit unknown)"
+    if before.short_commit == after.short_commit:
+        return f"{after.short_commit} (the same commit: no code change)"
+    return f"{before.short_commit}..{after.short_commit}"
 
 
 @dataclass(frozen=True)
@@ -94,14 +98,21 @@ class StepRow:
     ratio: fmt.Num
     p: fmt.Num
     slower: bool
+    prev_run: int = -1  # index of the last timed run before the step
+    commits: str = ""  # the commit range it happened in
+    noise: str = ""  # why some of its runs' timings are noise ("" when none is)
+    weight: float = 0.0  # its size weighted by its significance (ORDER)
 
 
 @dataclass(frozen=True)
 class VerdictStep:
     run: int
     started: str
-    before: str
+    before: str  # the verdicts as shown: "fail (expected)" for a declared failure
     after: str
+    prev_run: int = -1
+    commits: str = ""
+    gate: bool = False  # it ends in a new failure or an unexpected pass
 
 
 @dataclass(frozen=True)
@@ -124,6 +135,10 @@ class Trend:
     # bound (missing otherwise)
     latest_tflops: fmt.Num = fmt.NONE
     latest_frac_peak: fmt.Num = fmt.NONE
+    expected: bool = False  # the latest verdict is a failure its implementation declares
+    unexpected_pass: bool = False  # ... or a declared failure that passed
+    weight: float = 0.0  # of its weightiest step (ORDER)
+    rank: int = 2  # 0: a new failure or unexpected pass, 1: a step of weight, 2: other
 
 
 @dataclass(frozen=True)
@@ -137,6 +152,7 @@ class History:
     n_verdict_changes: int
     rule: str
     method: str = METHOD
+    order: str = ORDER
 
     @property
     def n_changed_hidden(self) -> int:
@@ -178,6 +194,28 @@ class _Point:
     device: str
     flush: str
     rate: Optional[tuple] = None  # (TFLOP/s, fraction of the peak) where compute bound
+    noise: str = ""  # why this run's timing is noise, "" when it is not
+
+    @property
+    def expected(self) -> bool:
+        return bool(self.known) and self.verdict in BAD_VERDICTS
+
+    @property
+    def unexpected_pass(self) -> bool:
+        return bool(self.known) and self.verdict == Verdict.PASS
+
+    @property
+    def shown_verdict(self) -> str:
+        return self.verdict + (" (expected)" if self.expected else
+                               " (unexpected pass)" if self.unexpected_pass else "")
+
+
+def _noise(iqr, median, method, load) -> str:
+    """Why a run's timing of an item means nothing (the comparison's limits), or ""."""
+    if median is None:
+        return ""
+    found = _side_noise("run", fmt.value(iqr), median, method, fmt.value(load))
+    return "; ".join(f"{n.what} {n.value:.3g}" for n in found)
 
 
 def _points(frames: list) -> tuple:
@@ -190,7 +228,8 @@ def _points(frames: list) -> tuple:
         for r in zip(d["op"], d["case_id"], d["impl"], d["case_group"], d["verdict"],
                      d["known_failure"], d["time_median_s"], d["time_samples_s"],
                      d["device_name"], d["l2_flush"], d["bound"], d["tflops"],
-                     d["frac_peak_flops"]):
+                     d["frac_peak_flops"], d["time_iqr_s"], d["timing_method"],
+                     d["host_load"]):
             key = (str(r[0]), str(r[1]), str(r[2]))
             groups.setdefault(key, _text(r[3]))
             samples = kept_samples(r[7])
@@ -199,55 +238,72 @@ def _points(frames: list) -> tuple:
                 if compute_bound(r[10]) and fmt.value(r[11]) is not None else None
             series.setdefault(key, []).append(
                 _Point(k, str(r[4]), _text(r[5]), med, samples, _text(r[8]), _text(r[9]),
-                       rate))
+                       rate, _noise(r[13], med, r[14], r[15])))
     return series, groups
 
 
 def _dot_color(p: _Point, impl_color: str) -> str:
-    if p.known and p.verdict in BAD_VERDICTS:
+    if p.expected:
         return KNOWN_COLOR
     return VERDICT_COLORS.get(p.verdict, impl_color)
 
 
-def _spark(points: list, timed: list, steps: list, vchanges: list, n_runs: int,
-           color: str, runs: tuple, rule: Rule) -> Spark:
-    def x_of(run: int) -> float:
-        if n_runs < 2:
-            return WIDTH / 2
-        return round(PAD + run * (WIDTH - 2 * PAD) / (n_runs - 1), 1)
-
-    logs = [math.log(p.median) for p in timed]
-    floor = HEIGHT - PAD / 2
-    if logs:
-        lo, hi = min(logs), max(logs)
-        span = max(hi - lo, 2 * math.log(max(rule.factor, 1.01)))
-        bottom = (hi + lo) / 2 - span / 2
-
-        def y_of(v: float) -> float:
-            return round(PAD + (HEIGHT - 2 * PAD) * (1 - (math.log(v) - bottom) / span), 1)
+def _spark(points: list, timed: list, steps: list, vchanges: list, color: str,
+           runs: tuple, rule: Rule) -> Spark:
+    xs = trend.x_positions([trend.timestamp(r.started_iso) for r in runs])
+    scale = trend.Scale.of([p.median for p in timed], 2 * math.log(max(rule.factor, 1.01))) \
+        if timed else None
     timed_runs = {p.run for p in timed}
     dots = []
     for p in points:
         is_timed = p.run in timed_runs
-        title = (f"{runs[p.run].started}: {p.verdict}"
-                 + (" (known failure)" if p.known and p.verdict in BAD_VERDICTS else "")
-                 + (f", {fmt.time_text(p.median)}" if is_timed else ", not timed alike"))
-        dots.append(Dot(x_of(p.run), y_of(p.median) if is_timed else floor,
+        run = runs[p.run]
+        title = (f"{run.started}, commit {run.short_commit}: {p.shown_verdict}"
+                 + (f", {fmt.time_text(p.median)}" if is_timed else ", not timed alike")
+                 + (f" (noise: {p.noise})" if is_timed and p.noise else ""))
+        dots.append(Dot(xs[p.run], scale.y(p.median) if is_timed else trend.FLOOR,
                         _dot_color(p, color), title, is_timed))
     line = " ".join(f"{d.x},{d.y}" for d in dots if d.timed)
     marks = []
     for s in steps:
-        prev = timed[s.index - 1].run
-        cur = timed[s.index].run
-        marks.append(Mark(round((x_of(prev) + x_of(cur)) / 2, 1),
+        marks.append(Mark(round((xs[s.prev_run] + xs[s.run]) / 2, 1),
                           "slower" if s.slower else "faster",
-                          f"step ×{s.ratio:.3g} ({'slower' if s.slower else 'faster'}) at "
-                          f"{runs[cur].started}, p = {s.p:.2g}"))
+                          f"step {s.ratio.text} ({'slower' if s.slower else 'faster'}) between "
+                          f"run {s.prev_run + 1} ({runs[s.prev_run].started}) and run "
+                          f"{s.run + 1} ({runs[s.run].started}): commits {s.commits}, "
+                          f"p = {s.p.text}" + (f"; noise: {s.noise}" if s.noise else "")))
     for v in vchanges:
-        prev = max(p.run for p in points if p.run < v.run)
-        marks.append(Mark(round((x_of(prev) + x_of(v.run)) / 2, 1), "verdict",
-                          f"{v.before} → {v.after} at {v.started}"))
-    return Spark(WIDTH, HEIGHT, line, tuple(dots), tuple(marks), floor)
+        marks.append(Mark(round((xs[v.prev_run] + xs[v.run]) / 2, 1), "verdict",
+                          f"{v.before} → {v.after} between run {v.prev_run + 1} and run "
+                          f"{v.run + 1} ({v.started}): commits {v.commits}"))
+    return Spark(trend.WIDTH, trend.HEIGHT, line, tuple(dots), tuple(marks), trend.FLOOR,
+                 ticks=trend.ticks([r.started_iso for r in runs], xs),
+                 scale=scale.labels() if scale else ())
+
+
+def _weight(step, noise: float) -> float:
+    """A step's size weighted by its significance (ORDER); `noise`: the share of its runs
+    whose timing is noise, on its noisier side."""
+    significance = P_CAP if step.p <= 0 else min(-math.log10(step.p), P_CAP)
+    return abs(math.log(step.ratio)) * significance * (1.0 - noise)
+
+
+def _step_rows(found: list, timed: list, runs: tuple) -> tuple:
+    """StepRow per detected step: its commit range, and its runs' noise: of the timed
+    runs from the step before it to the step after it, the share that is noise on its
+    noisier side (a step made by one loaded night has a side all noise)."""
+    cuts = [0] + [s.index for s in found] + [len(timed)]
+    rows = []
+    for k, s in enumerate(found):
+        before, after = timed[cuts[k]:s.index], timed[s.index:cuts[k + 2]]
+        noisy = [p.noise for p in before + after if p.noise]
+        share = max(sum(bool(p.noise) for p in side) / len(side) for side in (before, after))
+        prev, cur = timed[s.index - 1].run, timed[s.index].run
+        rows.append(StepRow(cur, runs[cur].started, fmt.seconds(s.before_s),
+                            fmt.seconds(s.after_s), fmt.times(s.ratio), fmt.pvalue(s.p),
+                            s.slower, prev, commit_range(runs[prev], runs[cur]),
+                            noisy[0] if noisy else "", _weight(s, share)))
+    return tuple(rows)
 
 
 def _trend(key, group: str, points: list, runs: tuple, rule: Rule, colors: dict,
@@ -262,20 +318,26 @@ def _trend(key, group: str, points: list, runs: tuple, rule: Rule, colors: dict,
         timed = []
     found = detect_steps([p.median for p in timed], [p.samples for p in timed], rule) \
         if len(timed) > 1 else []
-    vchanges = [VerdictStep(b.run, runs[b.run].started, a.verdict, b.verdict)
-                for a, b in zip(points, points[1:]) if a.verdict != b.verdict]
-    steps = tuple(StepRow(timed[s.index].run, runs[timed[s.index].run].started,
-                          fmt.seconds(s.before_s), fmt.seconds(s.after_s), fmt.times(s.ratio),
-                          fmt.pvalue(s.p), s.slower) for s in found)
+    vchanges = tuple(
+        VerdictStep(b.run, runs[b.run].started, a.shown_verdict, b.shown_verdict, a.run,
+                    commit_range(runs[a.run], runs[b.run]),
+                    b.unexpected_pass or (b.verdict in BAD_VERDICTS and not b.expected))
+        for a, b in zip(points, points[1:]) if a.shown_verdict != b.shown_verdict)
+    steps = _step_rows(found, timed, runs)
     last, text = -1, ""
     for s in steps:
         if s.run >= last:
             last = s.run
-            text = f"{s.ratio.text} {'slower' if s.slower else 'faster'} at {s.started}"
+            text = f"{s.ratio.text} {'slower' if s.slower else 'faster'} in {s.commits}"
     for v in vchanges:
         if v.run >= last:
             last = v.run
-            text = f"{v.before} → {v.after} at {v.started}"
+            text = f"{v.before} → {v.after} in {v.commits}"
+    weight = max((s.weight for s in steps), default=0.0)
+    latest = points[-1]
+    # a new failure or unexpected pass that still stands (no change after it) comes first:
+    # it fails the gate
+    gate = bool(vchanges) and vchanges[-1].gate
     rate = timed[-1].rate if timed else None
     return Trend(op=op, case_id=case_id,
                  label=f"{group}/{case_label(op, group, case_id)}" if group else case_id,
@@ -283,10 +345,17 @@ def _trend(key, group: str, points: list, runs: tuple, rule: Rule, colors: dict,
                  latest=fmt.seconds(timed[-1].median if timed else None),
                  latest_tflops=fmt.rate(rate[0] if rate else None),
                  latest_frac_peak=fmt.percent(rate[1] if rate else None),
-                 verdict=points[-1].verdict, steps=steps, verdict_changes=tuple(vchanges),
+                 verdict=latest.verdict, steps=steps, verdict_changes=vchanges,
                  last_change=last, last_text=text,
-                 spark=_spark(points, timed, found, vchanges, len(runs), color, runs, rule)
-                 if draw else None)
+                 spark=_spark(points, timed, steps, vchanges, color, runs, rule)
+                 if draw else None,
+                 expected=latest.expected, unexpected_pass=latest.unexpected_pass,
+                 weight=weight, rank=0 if gate else 1 if weight > 0 else 2)
+
+
+def order_key(t: Trend) -> tuple:
+    """ORDER: gate first, then the weightiest step, then the most recent change."""
+    return t.rank, -t.weight, -t.last_change, t.op, t.case_id, t.impl
 
 
 def build(runs: Sequence[tuple], rule: Rule = Rule(), colors: Optional[dict] = None) -> History:
@@ -302,7 +371,8 @@ def build(runs: Sequence[tuple], rule: Rule = Rule(), colors: Optional[dict] = N
         ids = list(dict.fromkeys(map(str, df["run_id"]))) if "run_id" in df else []
         infos.append(Run(k, str(label), short_time(_started(df)), ", ".join(ids[:3])
                          + (f" and {len(ids) - 3} more" if len(ids) > 3 else ""),
-                         ", ".join(commits), ", ".join(devices), fmt.count(len(df))))
+                         ", ".join(commits), ", ".join(devices), fmt.count(len(df)),
+                         _started(df)))
     infos = tuple(infos)
     series, groups = _points(frames)
     colors = palette.colors(k[2] for k in series) if colors is None else colors
@@ -313,15 +383,7 @@ def build(runs: Sequence[tuple], rule: Rule = Rule(), colors: Optional[dict] = N
         n_steps += len(t.steps)
         n_vchanges += len(t.verdict_changes)
         scored.append(t)
-    changed = [t for t in scored if t.last_change >= 0]
-
-    def size(t: Trend) -> float:
-        at = [abs(math.log(float(s.ratio.raw))) for s in t.steps if s.run == t.last_change]
-        return max(at, default=0.0)
-
-    changed.sort(key=lambda t: (-t.last_change, not any(v.run == t.last_change
-                                                        for v in t.verdict_changes),
-                                -size(t), t.op, t.case_id, t.impl))
+    changed = sorted((t for t in scored if t.last_change >= 0), key=order_key)
     unchanged = sorted((t for t in scored if t.last_change < 0),
                        key=lambda t: (t.op, t.case_id, t.impl))
     listed_changed = changed[:MAX_CHANGED]

@@ -182,7 +182,7 @@ def render(report: Report) -> str:
     return environment().get_template("report.html.j2").render(r=report)
 
 
-GEOMETRY = frozenset({"chart", "compute_chart", "spark"})  # drawing coordinates, not data: left out of JSON
+GEOMETRY = frozenset({"chart", "compute_chart", "spark", "bars"})  # drawing coordinates, not data: left out of JSON
 
 
 def data(obj):

@@ -5,10 +5,12 @@ item, the measured compute peak of its dtype for a compute-bound one; speed as a
 of a device copy of the same bytes, arithmetic intensity, bound), the time-against-bytes
 chart of the memory-bound items with the copy-bandwidth line and the curve of the
 same-bytes copies, and the time-against-flops chart of the compute-bound items with their
-compute-peak lines."""
+compute-peak lines (each implementation's points joined by one line across the case
+sizes), and a bar per implementation of its geometric-mean fraction of the roofline."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -48,6 +50,19 @@ class Row:
 
 
 @dataclass(frozen=True)
+class Fraction:
+    """An implementation's geometric-mean fraction of the roofline over one op's items:
+    each item's fraction of the ceiling that bounds it (the copy bandwidth, or the compute
+    peak of a compute-bound item)."""
+
+    impl: str
+    color: str
+    geomean: fmt.Num
+    n: int  # items in the mean
+    n_compute: int  # of those, compute bound
+
+
+@dataclass(frozen=True)
 class OpRoofline:
     op: str
     rows: tuple  # the largest FIRST_ROWS items
@@ -58,6 +73,8 @@ class OpRoofline:
     copy_lines: tuple  # (label, fmt.Num GB/s)
     compute_chart: Optional[chart.Chart] = None  # the compute-bound items, against flops
     peak_lines: tuple = ()  # (label, fmt.Num TFLOP/s) of the compute peaks used
+    fractions: tuple = ()  # Fraction per implementation, the closest to its roofline first
+    bars: Optional[chart.Bars] = None  # the fractions drawn
 
 
 COLUMNS = ["case_id", "case_group", "impl", "anchor", "verdict", "time_samples_s",
@@ -120,6 +137,36 @@ def _datum(r, compute: bool) -> chart.Datum:
                        title=f"{r.case_id} [{r.impl}]: {fmt.time_text(med)}, {size}, {rate}")
 
 
+def _fractions(timed: pd.DataFrame, impls: list, color: dict) -> list:
+    """Fraction per implementation of `timed` (every timed item of one op): over its items
+    that passed or failed as declared (a known failure's time is valid; an undeclared
+    failure's time is that of wrong code, which may skip work), largest first."""
+    valid = timed[~timed["unexpected"]]
+    compute = valid["bound"].map(compute_bound).astype(bool)
+    frac = valid["frac_peak_flops"].where(compute, valid["frac_copy_bw"])
+    out = []
+    for impl in impls:
+        mine = (valid["impl"] == impl).to_numpy()
+        values = [float(f) for f in frac[mine] if fmt.value(f) is not None and f > 0]
+        if not values:
+            continue
+        geo = math.exp(sum(map(math.log, values)) / len(values))
+        n_compute = int(sum(c for c, f in zip(compute[mine], frac[mine])
+                            if fmt.value(f) is not None and f > 0))
+        out.append(Fraction(impl, color[impl], fmt.percent(geo), len(values), n_compute))
+    return sorted(out, key=lambda f: -float(f.geomean.raw))
+
+
+def _bars(fractions: list, color: dict, op: str) -> Optional[chart.Bars]:
+    data = [chart.BarDatum(
+        f.impl, float(f.geomean.raw), f.geomean.text,
+        f"{f.impl}: {f.geomean.text} of the roofline, geometric mean over {f.n} items"
+        + (f" ({f.n_compute} of them against the compute peak)" if f.n_compute else ""))
+        for f in fractions]
+    return chart.bars(data, color, "geometric-mean fraction of the roofline (linear scale)",
+                      f"{op}: each implementation's geometric-mean fraction of the roofline")
+
+
 def build(items: Items, colors: Optional[dict] = None) -> tuple:
     """`colors`: the page's implementation colours (reports.palette)."""
     colors = palette.colors(items.rows["impl"]) if colors is None else colors
@@ -147,11 +194,13 @@ def build(items: Items, colors: Optional[dict] = None) -> tuple:
         cut = len(rows) if len(rows) <= FIRST_ROWS else next(
             (k for k in range(FIRST_ROWS, len(rows)) if rows[k].case_id != rows[k - 1].case_id),
             len(rows))
+        fractions = _fractions(all_timed, impls, color)
         out.append(OpRoofline(
             op=op, rows=tuple(rows[:cut]), more_rows=tuple(rows[cut:]),
             chart=chart.loglog(data, lines, impls, copies, color),
             n_timed=len(all_timed), n_listed=len(rows),
             copy_lines=tuple((lbl, fmt.fixed(bw)) for lbl, bw in lines),
             compute_chart=chart.loglog(compute_data, peaks, impls, (), color, axis=chart.FLOPS),
-            peak_lines=tuple((lbl, fmt.fixed(p)) for lbl, p in peaks)))
+            peak_lines=tuple((lbl, fmt.fixed(p)) for lbl, p in peaks),
+            fractions=tuple(fractions), bars=_bars(fractions, color, op)))
     return tuple(out)

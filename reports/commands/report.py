@@ -10,13 +10,20 @@ The file has no external scripts, styles or fonts: it opens offline in any brows
 Results of a run that did not finish its plan (a journal without its parquet file: it
 crashed or is still running; an interrupted run; fewer rows than planned) are reported
 with a banner at the top of the page saying so, and a line on stderr.
+
+A file among the inputs or in the history folder that cannot be read as results (a
+truncated parquet file, one written by pandas or another tool, a newer schema) is left out
+with a notice on the page and a line on stderr naming it and why: one bad night must not
+cost the page. Only when no results file can be read is it bad input (exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -80,19 +87,68 @@ def baseline_choice(text: Optional[str], current):
 
 HISTORY_COLUMNS = ["run_id", "run_started", "git_commit", "device_name", "op", "case_id",
                    "case_group", "impl", "verdict", "known_failure", "time_median_s",
-                   "time_samples_s", "l2_flush"]
+                   "time_samples_s", "l2_flush", "time_iqr_s", "timing_method", "host_load",
+                   "bound", "tflops", "frac_peak_flops"]
 
 
-def read_history(folder: Path) -> list:
-    """(name, frame) per run of a history folder: each entry that is a results file
-    (.parquet, or the journal of an unfinished run) or a folder holding some. Other
-    files are left alone; a folder without any run is bad input."""
-    from bwd_suite.suite.results import JOURNAL_SUFFIX, read_results
+@dataclass(frozen=True)
+class Skipped:
+    """A file left out because it cannot be read as results."""
+
+    path: Path
+    why: str  # suite.results' one-line reason
+    role: str  # "results", "baseline" or "history"
+
+    def notice(self) -> str:
+        where = {"results": "", "baseline": " of the baseline",
+                 "history": " of the history folder"}[self.role]
+        return f"Skipped {self.path}{where}: {self.why}. The report leaves it out."
+
+
+def read_readable(paths, role: str, columns: Optional[list] = None) -> tuple:
+    """(rows, files read, [Skipped]) of the results files of `paths`: each file read on
+    its own, so that one that cannot be read costs only itself. A path that does not exist
+    stays bad input (a typo, not a bad file). rows is None when no file could be read."""
+    import pyarrow as pa
+
+    from bwd_suite.suite.results import read_table, result_files
+
+    tables, read, skipped = [], [], []
+    for f in result_files(paths):
+        try:
+            tables.append(read_table(f))
+        except SuiteInputError as e:
+            skipped.append(Skipped(f, e.what, role))
+            continue
+        read.append(f)
+    if not tables:
+        return None, read, skipped
+    table = pa.concat_tables(tables)
+    return (table.select(columns) if columns else table).to_pandas(), read, skipped
+
+
+def none_readable(paths, skipped: list) -> SuiteInputError:
+    """The bad-input error when no file of `paths` could be read: the file's own error
+    when there was one, else the first with a count of the others."""
+    if len(skipped) == 1:
+        return SuiteInputError(str(skipped[0].path), skipped[0].why)
+    first = skipped[0]
+    return SuiteInputError(", ".join(map(str, paths)),
+                           f"no readable results file ({first.path}: {first.why}; and "
+                           f"{len(skipped) - 1} more)")
+
+
+def read_history(folder: Path) -> tuple:
+    """(runs, [Skipped]) of a history folder: a (name, frame) per entry that is a results
+    file (.parquet, or the journal of an unfinished run) or a folder holding some, its
+    unreadable files left out. Other files are left alone; a folder without any results
+    file is bad input."""
+    from bwd_suite.suite.results import JOURNAL_SUFFIX
 
     folder = Path(folder)
     if not folder.is_dir():
         raise SuiteInputError("--history", f"{folder} is not a folder")
-    runs = []
+    runs, skipped, seen = [], [], 0
     for entry in sorted(folder.iterdir()):
         if entry.name.startswith("."):
             continue
@@ -104,12 +160,14 @@ def read_history(folder: Path) -> list:
         elif entry.name.endswith(JOURNAL_SUFFIX) and \
                 entry.with_name(entry.name[:-len(JOURNAL_SUFFIX)]).exists():
             continue  # the journal of a finished run: its parquet file is the run
-        df = read_results([entry], columns=HISTORY_COLUMNS)
-        if len(df):
+        seen += 1
+        df, _, bad = read_readable([entry], "history", HISTORY_COLUMNS)
+        skipped += bad
+        if df is not None and len(df):
             runs.append((entry.name, df))
-    if not runs:
+    if not seen:
         raise SuiteInputError("--history", f"{folder} holds no results files or folders")
-    return runs
+    return runs, skipped
 
 
 def incomplete_notes(results, baseline) -> list:
@@ -127,7 +185,6 @@ def incomplete_notes(results, baseline) -> list:
 
 def main(args) -> int:
     from bwd_suite.reports import render
-    from bwd_suite.suite.results import read_results
     from bwd_suite.suite.text import terminal
 
     from bwd_suite.suite.cli import at_least
@@ -139,20 +196,31 @@ def main(args) -> int:
     output = args.output or Path("report.json" if args.format == "json" else "report.html")
     check_folder(Path(output).parent, "--output")  # before the reading, not after
     start = time.monotonic()
-    current = read_results(args.results)
+    current, files, skipped = read_readable(args.results, "results")
+    if current is None:
+        raise none_readable(args.results, skipped)
     if current.empty:
         raise SuiteInputError(", ".join(map(str, args.results)), "holds no result rows")
-    baseline = read_results(args.baseline) if args.baseline else None
+    baseline, baseline_files = None, []
+    if args.baseline:
+        baseline, baseline_files, bad = read_readable(args.baseline, "baseline")
+        skipped += bad
     choice = baseline_choice(args.baseline_impl, current)
-    history = read_history(args.history) if args.history else ()
-    incomplete = incomplete_notes(args.results, args.baseline)
+    history, bad = read_history(args.history) if args.history else ((), [])
+    skipped += bad
+    incomplete = incomplete_notes(files, baseline_files)
     for note in incomplete:
         print(f"report: {terminal(note)}", file=sys.stderr)
+    for s in skipped:
+        print(f"report: {terminal(s.notice())}", file=sys.stderr)
     report = render.build(current, baseline,
                           render.Options(baseline_impl=choice, rule=rule, cap=cap,
                                          title=args.title, history=tuple(history)),
                           sources=args.results, baseline_sources=args.baseline or (),
                           incomplete=incomplete)
+    if skipped:  # on the page too, first among the notices
+        report = dataclasses.replace(report, notices=tuple(
+            render.Notice(render.Level.WARN, s.notice()) for s in skipped) + report.notices)
     try:
         path = render.write(report, output, args.format)
     except OSError as e:
@@ -161,7 +229,9 @@ def main(args) -> int:
     size = path.stat().st_size
     print(f"report: {path} ({size / 1e6:.2f} MB, {len(current)} rows, "
           f"{time.monotonic() - start:.1f} s)", file=sys.stderr)
-    if report.changes is None and baseline is not None:
+    if args.baseline and baseline is None:
+        print("note: no baseline file could be read", file=sys.stderr)
+    elif report.changes is None and baseline is not None:
         print("note: the baseline shares no items with these results", file=sys.stderr)
     elif report.changes is not None and report.changes.vacuous:
         print(f"note: no timed item could be compared with the baseline: "

@@ -262,7 +262,7 @@ def test_chart_draws_the_same_bytes_copies_where_the_run_timed_them(perf):
     html = html_of(df)
     assert html.count('<polyline class="samecopy"') == perf["op"].nunique()
     assert chart.COPY_CURVE_LABEL in html
-    assert "<polyline" not in html_of(perf)  # runs without the copies draw no curve
+    assert "<polyline class=\"samecopy\"" not in html_of(perf)  # no copies, no curve
 
 
 def test_failure_metrics_and_diagnosis_equal_the_parquet(perf):

@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from bwd_suite.reports import chart, render
+from bwd_suite.reports import chart, fmt, render
 from bwd_suite.suite import results
 from bwd_suite.suite.outcomes import Verdict
 from bwd_suite.suite.rows import ResultRow
@@ -172,7 +172,8 @@ def test_the_memory_ledger_sets_peak_and_saved_bytes_against_each_bound(frame):
                 raw, text = values(html, "memory-ledger", f"peak_ratio:{bound}")[
                     (r.case_id, impl)]
                 assert float(raw) == r.peak_mem_bytes / nbytes
-                assert text == f"×{r.peak_mem_bytes / nbytes:.3g}"
+                # plain digits, never ×6.55e+04
+                assert text == f"×{fmt.plain(r.peak_mem_bytes / nbytes)}" and "e+" not in text
                 raw, _ = values(html, "memory-ledger", f"saved_ratio:{bound}")[(r.case_id, impl)]
                 if RATES[impl][2] is None:  # no separate forward: nothing saved, no ratio
                     assert raw == ""
