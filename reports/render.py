@@ -21,8 +21,8 @@ from typing import Optional, Sequence
 import jinja2
 import pandas as pd
 
-from bwd_suite.reports import (changes, details, failures, fmt, history, items, known, ledger,
-                               matrix, palette, roofline, speedup, summary)
+from bwd_suite.reports import (changes, details, failures, fmt, headline, history, items, known,
+                               ledger, matrix, palette, roofline, speedup, summary)
 from bwd_suite.reports import coverage
 from bwd_suite.suite.regression import Rule, compare
 
@@ -75,6 +75,7 @@ class Report:
     # one line per results file whose run did not finish its plan: the page's first words
     incomplete: tuple = ()
     ledger: tuple = ()  # ledger.OpLedger per op that declares memory bounds
+    headline: Optional[headline.Headline] = None  # the first screen: verdict and identity
 
 
 def _notices(its: items.Items, comparison, baseline_given: bool, speed) -> list:
@@ -145,6 +146,9 @@ def build(current: pd.DataFrame, baseline: Optional[pd.DataFrame] = None,
         if not set(map(str, current["run_id"])) <= seen:  # tonight's run, as the last point
             runs.append(("the report's results", current))
         hist = history.build(runs, options.rule, colors)
+    chg = changes.build(comparison, (items.compute_rates(baseline),
+                                     items.compute_rates(current))) \
+        if comparison and comparison.overlaps else None
     return Report(
         title=options.title,
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -155,9 +159,7 @@ def build(current: pd.DataFrame, baseline: Optional[pd.DataFrame] = None,
         failures=failures.build(its),
         roofline=roofline.build(its, colors),
         speedup=speed,
-        changes=changes.build(comparison, (items.compute_rates(baseline),
-                                           items.compute_rates(current)))
-        if comparison and comparison.overlaps else None,
+        changes=chg,
         baseline_given=baseline is not None,
         details=details.build(its),
         cap=options.cap,
@@ -167,6 +169,7 @@ def build(current: pd.DataFrame, baseline: Optional[pd.DataFrame] = None,
         coverage=coverage.build(current),
         incomplete=tuple(incomplete),
         ledger=ledger.build(its, colors),
+        headline=headline.build(its, chg, baseline is not None, current, baseline),
     )
 
 

@@ -88,7 +88,7 @@ class Node:
 
 
 class Tree(HTMLParser):
-    VOID = {"meta", "br", "img", "input", "hr", "link"}
+    VOID = {"meta", "br", "img", "input", "hr", "link", "wbr"}
 
     def __init__(self, html: str):
         super().__init__()

@@ -1,0 +1,110 @@
+"""The page as a reader meets it (issue 40): the gate's verdict first, in one line with
+its counts and the worst items named; the run's identity in one line; sources and notices
+below.
+"""
+
+import html as htmllib
+import re
+
+import pandas as pd
+
+from bwd_suite.reports import render
+from bwd_suite.suite.regression import Rule
+from tests.reports.test_report import Tree, perf, with_failures  # noqa: F401  (fixture)
+
+
+def planted(perf):  # noqa: F811
+    """The perf run with case 4 slowed x1.3 and case 7 failing: one regression and one new
+    failure against perf itself."""
+    cur = perf.copy().reset_index(drop=True)
+    cur.loc[4, "time_median_s"] *= 1.3
+    cur.at[4, "time_samples_s"] = cur.at[4, "time_samples_s"] * 1.3
+    cur.loc[7, ["verdict", "failure_kind", "reason"]] = ["fail", "mismatch", "planted"]
+    return cur
+
+
+def gate_of(html):
+    tree = Tree(html)
+    gate = [n for n in tree.root.iter() if n.attrs.get("id") == "gate"]
+    assert len(gate) == 1
+    counts = {n.attrs["data-k"]: int(n.attrs["data-v"]) for n in gate[0].iter()
+              if "data-k" in n.attrs}
+    return tree, gate[0], counts
+
+
+def text_of(html, marker) -> str:
+    """The text of the element that `marker` starts (`id="gate"`), tags stripped, in order
+    (Tree.all_text does not keep the order of text around child elements)."""
+    start = html.rindex("<", 0, html.index(marker))
+    tag = re.match(r"<(\w+)", html[start:]).group(1)
+    end = html.index(f"</{tag}>", start)
+    return " ".join(htmllib.unescape(re.sub(r"<[^>]+>", "", html[start:end])).split())
+
+
+def body_order(html) -> list:
+    """The ids and classes of the body's first elements, in order."""
+    body = html[html.index("<body>"):]
+    out = []
+    for marker in ('id="gate"', "<h1>", 'class="identity"', "<nav>", 'class="notice',
+                   'class="meta"', 'id="summary"'):
+        if marker in body:
+            out.append((body.index(marker), marker))
+    return [m for _, m in sorted(out)]
+
+
+def test_gate_line_counts_the_changes_and_names_the_worst(perf):  # noqa: F811
+    cur = planted(perf)
+    report = render.build(cur, perf, render.Options(rule=Rule()))
+    g = report.headline.gate
+    assert (g.tone, g.verdict) == ("bad", "Regressed")
+    html = render.render(report)
+    tree, gate, counts = gate_of(html)
+    assert gate.attrs["data-gate"] == "bad"
+    assert counts == {"regressions": 1, "new-failures": 1, "unexpected-passes": 0,
+                      "improvements": 0, "known-failures": 0}
+    text = text_of(html, 'id="gate"')
+    assert "Regressed · 1 regression · 1 new failure · 0 unexpected passes" in text
+    assert f"{cur.case_id[4]} [{cur.impl[4]}] ×1.3" in text
+    assert f"{cur.case_id[7]} [{cur.impl[7]}] fail" in text
+    # every link of the line leads somewhere on the page
+    ids = {n.attrs["id"] for n in tree.root.iter() if "id" in n.attrs}
+    hrefs = [n.attrs["href"] for n in gate.iter() if n.tag == "a"]
+    assert len(hrefs) == 4 and {h[1:] for h in hrefs} <= ids
+    # above everything else, the identity under it; the sources and notices below
+    assert body_order(html) == ['id="gate"', "<h1>", 'class="identity"', "<nav>",
+                                'class="meta"', 'id="summary"']
+
+
+def test_gate_line_of_a_run_without_baseline_counts_its_failures(perf):  # noqa: F811
+    df = with_failures(perf, every=5)
+    df.loc[5, "known_failure"] = "declared: fails on purpose"  # a failing row, declared
+    report = render.build(df)
+    g = report.headline.gate
+    assert (g.tone, g.verdict) == ("bad", "Failed")
+    n_fail = int((df.verdict == "fail").sum())
+    html = render.render(report)
+    tree, gate, counts = gate_of(html)
+    assert counts == {"failures": n_fail - 1, "unexpected-passes": 0, "known-failures": 1}
+    assert "no baseline given" in text_of(html, 'id="gate"')
+    assert len(g.worst) == 3 and all(w.href.startswith("#f") for w in g.worst)
+    ids = {n.attrs["id"] for n in tree.root.iter() if "id" in n.attrs}
+    assert {w.href[1:] for w in g.worst} <= ids
+    # a run that passes says so, in green
+    ok = render.build(perf).headline.gate
+    assert (ok.tone, ok.verdict, ok.worst) == ("ok", "Passed", ())
+
+
+def test_identity_line_names_commit_device_and_profile(perf):  # noqa: F811
+    base = perf.assign(git_commit="0123456789ab", profile="gpu")
+    report = render.build(pd.concat([perf, perf.assign(run_id="second")]), base)
+    fields = dict(report.headline.identity.fields)
+    assert fields["commit"] == perf.git_commit.iloc[0]
+    assert fields["device"] == "NVIDIA H200" and fields["profile"] == "perf"
+    assert fields["items"] == f"{len(perf)} from 2 runs"  # the later run's rows are used
+    assert dict(report.headline.identity.baseline) == {
+        "commit": "0123456789ab", "device": "NVIDIA H200", "profile": "gpu",
+        "items": f"{len(perf)}"}
+    text = text_of(render.render(report), 'class="identity"')
+    assert text.startswith(f"commit {perf.git_commit.iloc[0]} · device NVIDIA H200 · "
+                           f"profile perf · items {len(perf)} from 2 runs")
+    assert "baseline commit 0123456789ab" in text
