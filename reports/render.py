@@ -20,9 +20,10 @@ from typing import Optional, Sequence
 
 import jinja2
 import pandas as pd
+from markupsafe import Markup
 
 from bwd_suite.reports import (changes, details, failures, fmt, headline, history, items, known,
-                               ledger, matrix, palette, roofline, speedup, summary)
+                               ledger, matrix, palette, roofline, sections, speedup, summary)
 from bwd_suite.reports import coverage
 from bwd_suite.suite.regression import Rule, compare
 
@@ -182,7 +183,14 @@ def environment() -> jinja2.Environment:
 
 
 def render(report: Report) -> str:
-    return environment().get_template("report.html.j2").render(r=report)
+    """The page: each section rendered on its own, so that its length decides whether it
+    starts folded (reports/sections.py), then laid out in report.html.j2."""
+    env = environment()
+    parts = []
+    for s in sections.build(report):
+        body = Markup(env.get_template(s.template).render(r=report))
+        parts.append((sections.folded(s, body), body))
+    return env.get_template("report.html.j2").render(r=report, sections=parts)
 
 
 GEOMETRY = frozenset({"chart", "compute_chart", "spark"})  # drawing coordinates, not data: left out of JSON

@@ -108,3 +108,40 @@ def test_identity_line_names_commit_device_and_profile(perf):  # noqa: F811
     assert text.startswith(f"commit {perf.git_commit.iloc[0]} · device NVIDIA H200 · "
                            f"profile perf · items {len(perf)} from 2 runs")
     assert "baseline commit 0123456789ab" in text
+
+
+def test_long_sections_start_folded_and_the_navigation_counts(perf):  # noqa: F811
+    df = with_failures(perf)
+    report = render.build(df)
+    html = render.render(report)
+    tree = Tree(html)
+    folds = {n.attrs["id"][5:]: "open" in n.attrs for n in tree.root.iter()
+             if n.tag == "details" and "fold" in n.attrs.get("class", "").split()}
+    assert list(folds) == ["summary", "changes", "matrix", "failures", "known-failures",
+                           "coverage", "roofline", "memory-ledger", "side-by-side", "details"]
+    # 38 roofline rows and two charts, 38 detail rows in sweeps: long, folded; the
+    # summary and the changes always open; an empty section is short
+    assert folds["summary"] and folds["changes"] and folds["known-failures"]
+    assert not folds["roofline"] and not folds["details"]
+    # each fold's section inside it, and the navigation's count of each
+    for sid in folds:
+        fold = [n for n in tree.root.iter() if n.attrs.get("id") == "fold-" + sid][0]
+        assert [n for n in fold.iter() if n.tag == "section" and n.attrs.get("id") == sid]
+    nav = {n.attrs["href"][1:]: n for n in tree.find(lambda n: n.tag == "a" and
+                                                      n.parent.tag == "nav")}
+    assert list(nav) == list(folds)
+    count = {k: [c.all_text() for c in n.children if c.attrs.get("class") == "n"] for k, n
+             in nav.items()}
+    n_fail = int((df.verdict == "fail").sum())
+    assert count["failures"] == [str(n_fail)] and count["summary"] == [str(len(df))]
+    assert count["roofline"] == [str(len(df))] and count["changes"] == ["no baseline"]
+
+
+def test_shown_rows_leave_out_what_starts_folded():
+    from bwd_suite.reports.sections import CHART_ROWS, shown_rows
+
+    html = ('<table><tr><td>1</td></tr></table><details class="group"><table><tr></tr>'
+            '<tr></tr></table><details open><tr></tr></details></details>'
+            '<details class="group" open><tr><td>2</td></tr><svg class="chart"></svg>'
+            '</details>')
+    assert shown_rows(html) == 2 + CHART_ROWS
