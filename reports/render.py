@@ -28,6 +28,7 @@ from bwd_suite.reports import coverage
 from bwd_suite.suite.regression import Rule, compare
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+SCRIPT = TEMPLATES / "page.js"  # the page's only script: folds, filter, sort; inline
 DEFAULT_CAP = 100  # cases listed per (op, sweep)
 
 
@@ -190,7 +191,16 @@ def render(report: Report) -> str:
     for s in sections.build(report):
         body = Markup(env.get_template(s.template).render(r=report))
         parts.append((sections.folded(s, body), body))
-    return env.get_template("report.html.j2").render(r=report, sections=parts)
+    return env.get_template("report.html.j2").render(
+        r=report, sections=parts, filters=sections.filters(report), script=_script())
+
+
+@functools.lru_cache(maxsize=1)
+def _script() -> Markup:
+    """page.js as it goes inside <script>: read, not a template (its braces are code)."""
+    text = SCRIPT.read_text(encoding="utf-8")
+    assert "</" not in text, "page.js must not close its <script> element"
+    return Markup(text)
 
 
 GEOMETRY = frozenset({"chart", "compute_chart", "spark"})  # drawing coordinates, not data: left out of JSON

@@ -81,6 +81,22 @@ def build(report) -> tuple:
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class Filters:
+    """The choices of the page's filter bar (templates/page.js)."""
+
+    ops: tuple
+    impls: tuple
+    verdicts: tuple
+
+
+def filters(report) -> Filters:
+    counts = report.summary.counts
+    return Filters(ops=tuple(dict.fromkeys(c.op for c in counts)),
+                   impls=tuple(sorted({c.impl for c in counts})),
+                   verdicts=tuple(map(str, report.summary.verdicts)))
+
+
 _TOKENS = re.compile(r"<details\b[^>]*>|</details>|<tr\b|<svg class=\"chart\"")
 _OPEN = re.compile(r"\sopen[\s>=]")
 
