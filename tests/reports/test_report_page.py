@@ -145,3 +145,17 @@ def test_shown_rows_leave_out_what_starts_folded():
             '<details class="group" open><tr><td>2</td></tr><svg class="chart"></svg>'
             '</details>')
     assert shown_rows(html) == 2 + CHART_ROWS
+
+
+def test_page_reads_without_its_script(perf):  # noqa: F811
+    """Scripts off: the filter bar stays hidden (it needs the script), every fold opens by
+    hand (a summary of its own), every row is in the page; the script comes last."""
+    html = render.render(render.build(with_failures(perf), perf))
+    tree = Tree(html)
+    form = [n for n in tree.root.iter() if n.attrs.get("id") == "filters"]
+    assert len(form) == 1 and "hidden" in form[0].attrs
+    folds = [n for n in tree.root.iter() if n.tag == "details"]
+    assert len(folds) > 10
+    assert all(n.children and n.children[0].tag == "summary" for n in folds)
+    assert not [n for n in tree.root.iter() if "hidden" in n.attrs and n is not form[0]]
+    assert html.index("<script>") > html.index('id="details"')
