@@ -25,14 +25,14 @@
       if (p.tagName === "DETAILS") p.open = true;
     }
   }
-  function revealHash() {
-    try { reveal(decodeURIComponent(location.hash.slice(1))); } catch (e) { /* bad escape */ }
+  function revealFragment(fragment) {
+    try { reveal(decodeURIComponent(fragment.slice(1))); } catch (e) { /* a bad escape */ }
   }
-  window.addEventListener("hashchange", revealHash);
-  revealHash();
+  window.addEventListener("hashchange", function () { revealFragment(location.hash); });
+  revealFragment(location.hash);
   doc.addEventListener("click", function (e) {
     var a = e.target.closest ? e.target.closest('a[href^="#"]') : null;
-    if (a) reveal(decodeURIComponent(a.getAttribute("href").slice(1)));
+    if (a) revealFragment(a.getAttribute("href"));
   });
 
   // -- filter by op, implementation and verdict
