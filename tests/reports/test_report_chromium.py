@@ -128,8 +128,8 @@ out.status = form.elements.shown.value;
 change('impl', ''); change('verdict', '');
 out.reset = impls.map(rows);
 var table = document.querySelector('table.changes.ratios');
-var th = Array.prototype.filter.call(table.tHead.rows[0].cells,
-                                     function (h) { return h.textContent === 'current median'; })[0];
+var th = Array.prototype.filter.call(table.tHead.rows[0].cells, function (h) {
+  return h.textContent === 'current median'; })[0];
 var medians = function () {
   return Array.prototype.map.call(table.tBodies[0].rows, function (r) {
     return +r.querySelector('[data-k=cur_median_s]').dataset.v; });
