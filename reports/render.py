@@ -20,13 +20,15 @@ from typing import Optional, Sequence
 
 import jinja2
 import pandas as pd
+from markupsafe import Markup
 
-from bwd_suite.reports import (changes, details, failures, fmt, history, items, known, ledger,
-                               matrix, palette, roofline, speedup, summary)
+from bwd_suite.reports import (changes, details, failures, fmt, headline, history, items, known,
+                               ledger, matrix, palette, roofline, sections, speedup, summary)
 from bwd_suite.reports import coverage
 from bwd_suite.suite.regression import Rule, compare
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+SCRIPT = TEMPLATES / "page.js"  # the page's only script: folds, filter, sort; inline
 DEFAULT_CAP = 100  # cases listed per (op, sweep)
 
 
@@ -75,6 +77,7 @@ class Report:
     # one line per results file whose run did not finish its plan: the page's first words
     incomplete: tuple = ()
     ledger: tuple = ()  # ledger.OpLedger per op that declares memory bounds
+    headline: Optional[headline.Headline] = None  # the first screen: verdict and identity
 
 
 def _notices(its: items.Items, comparison, baseline_given: bool, speed) -> list:
@@ -145,6 +148,9 @@ def build(current: pd.DataFrame, baseline: Optional[pd.DataFrame] = None,
         if not set(map(str, current["run_id"])) <= seen:  # tonight's run, as the last point
             runs.append(("the report's results", current))
         hist = history.build(runs, options.rule, colors)
+    chg = changes.build(comparison, (items.compute_rates(baseline),
+                                     items.compute_rates(current))) \
+        if comparison and comparison.overlaps else None
     return Report(
         title=options.title,
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -155,9 +161,7 @@ def build(current: pd.DataFrame, baseline: Optional[pd.DataFrame] = None,
         failures=failures.build(its),
         roofline=roofline.build(its, colors),
         speedup=speed,
-        changes=changes.build(comparison, (items.compute_rates(baseline),
-                                           items.compute_rates(current)))
-        if comparison and comparison.overlaps else None,
+        changes=chg,
         baseline_given=baseline is not None,
         details=details.build(its),
         cap=options.cap,
@@ -167,6 +171,7 @@ def build(current: pd.DataFrame, baseline: Optional[pd.DataFrame] = None,
         coverage=coverage.build(current),
         incomplete=tuple(incomplete),
         ledger=ledger.build(its, colors),
+        headline=headline.build(its, chg, baseline is not None, current, baseline),
     )
 
 
@@ -179,7 +184,23 @@ def environment() -> jinja2.Environment:
 
 
 def render(report: Report) -> str:
-    return environment().get_template("report.html.j2").render(r=report)
+    """The page: each section rendered on its own, so that its length decides whether it
+    starts folded (reports/sections.py), then laid out in report.html.j2."""
+    env = environment()
+    parts = []
+    for s in sections.build(report):
+        body = Markup(env.get_template(s.template).render(r=report))
+        parts.append((sections.folded(s, body), body))
+    return env.get_template("report.html.j2").render(
+        r=report, sections=parts, filters=sections.filters(report), script=_script())
+
+
+@functools.lru_cache(maxsize=1)
+def _script() -> Markup:
+    """page.js as it goes inside <script>: read, not a template (its braces are code)."""
+    text = SCRIPT.read_text(encoding="utf-8")
+    assert "</" not in text, "page.js must not close its <script> element"
+    return Markup(text)
 
 
 GEOMETRY = frozenset({"chart", "compute_chart", "spark", "bars"})  # drawing coordinates, not data: left out of JSON
