@@ -332,3 +332,16 @@ def test_plain_external_impl_takes_the_op_of_op():
     (impl,) = impls.values()
     assert (impl.op, impl.kind, impl.origin) == ("softmax", "external",
                                                  "softmax=tests.helpers:raising")
+
+
+def test_case_ending_in_a_dollar_picks_the_whole_id_alone():
+    """A rerun command names its item by the whole id and `$`: never the ids extending it
+    (adamw/features/n7.1000-fp32 is the head of three others)."""
+    short = "adamw/features/n7.1000-fp32"
+    longer = [c.id for c in load_cases(profile="nightly") if c.id.startswith(short)]
+    assert len(longer) > 1  # the id is extended by others
+    picked = [e.case.id for e in _plan("--profile", "nightly", "--impl", "torch_ref",
+                                       "--case", short + "$")]
+    assert picked == [short]
+    assert len(list(_plan("--profile", "nightly", "--impl", "torch_ref", "--case",
+                          short))) == len(longer)
