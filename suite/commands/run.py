@@ -59,6 +59,16 @@ def add_arguments(p) -> None:
                         "its worker killed (default per profile: smoke and ci 300, gpu 600, "
                         "perf and nightly 900)")
     add_results_options(p)
+    add_summary_options(p)
+
+
+def add_summary_options(p) -> None:
+    g = p.add_argument_group("summary")
+    g.add_argument("--wide", action="store_true",
+                   help="the summary's table with times, launches, memory and rates, and "
+                        "whole names (wider than 100 columns)")
+    g.add_argument("--full-reasons", action="store_true",
+                   help="failure reasons and diagnoses whole, not shortened to a line")
 
 
 DEFAULT_CPU_THREADS = 1
@@ -234,7 +244,26 @@ def workers_text(pool) -> str:
             + (f" on {', '.join(gpus)}" if gpus else ""))
 
 
+def footer(args, rows, out_path: Path, device) -> list:
+    """The lines before the summary's last: the results file and, after a failing run,
+    the command that reruns exactly its failures."""
+    from bwd_suite.suite.reproduce import origin_of, rerun_failed_command
+
+    lines = [f"results: {out_path}"]
+    failing = [r for r in rows if r.counts_against]
+    if failing:
+        command = rerun_failed_command(
+            out_path, device=str(device), cases=args.cases or (),
+            origins=filter(None, map(origin_of, failing)), repeats=args.repeats,
+            timing=not args.no_timing)
+        lines.append(f"rerun the {len(failing)} failing item{'s' * (len(failing) != 1)}: "
+                     f"{command}")
+    return lines
+
+
 def main(args) -> int:
+    import time
+
     from bwd_suite.suite import results, roofline, summary
     from bwd_suite.suite.driver import Driver, Rows, Tee, count_bad
     from bwd_suite.suite.errors import SuiteInputError
@@ -275,6 +304,7 @@ def main(args) -> int:
           f"({run.device_name}){workers_text(pool)}, results -> {out_path}", file=sys.stderr)
     writer = results.ResultsWriter(out_path, overwrite=args.force, planned=plan.n_items)
     rows = Rows()
+    started = time.monotonic()
     progress = Progress(plan.n_items, args.quiet, not_here=not_here(plan, dev))
     try:
         with Driver(options(args, dev, golden_dev), run, ceilings, pool) as driver:
@@ -287,6 +317,6 @@ def main(args) -> int:
         return 130
     progress.close()
     writer.close(interrupted=len(rows) < plan.n_items)
-    print(summary.render(rows))
-    print(f"results: {out_path}")
+    print(summary.render(rows, args.wide, args.full_reasons, footer(args, rows, out_path, dev),
+                         time.monotonic() - started))
     return 1 if count_bad(rows) else 0
