@@ -27,6 +27,7 @@ case-file block instead) have no command. Nothing here imports torch: the report
 
 from __future__ import annotations
 
+import functools
 import math
 import shlex
 from pathlib import Path
@@ -48,12 +49,9 @@ def _value(row, name: str, columns: Mapping):
         v = row.get(name)
     else:
         v = getattr(row, name, None)
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+    if isinstance(v, float) and math.isnan(v):  # numpy's floats too
         return None
-    try:
-        return None if bool(v != v) else v
-    except (TypeError, ValueError):  # pd.NA, or an array (tags): not a scalar null
-        return None if type(v).__name__ == "NAType" else v
+    return None if type(v).__name__ in ("NAType", "NaTType") else v
 
 
 def _text(row, name: str, columns: Mapping) -> str:
@@ -71,6 +69,7 @@ def profile_of(recorded: str, tags: Iterable) -> Optional[str]:
     return next((p for p in PROFILES if tags & profile_tags(p)), None)
 
 
+@functools.lru_cache(maxsize=4096)
 def case_file_arg(recorded: str) -> Optional[str]:
     """`--cases`'s value for a recorded case file: None for one of the package's (found by
     default from any folder)."""
