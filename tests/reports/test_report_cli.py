@@ -296,3 +296,46 @@ def test_report_baseline_impl_per_op(tmp_path):
     assert main(["report", str(PERF), "--baseline-impl", "causal_conv1d=torch_tiled",
                  "-o", str(out)]) == 0
     assert 'data-baseline="torch_tiled"' in out.read_text()
+
+
+# -- a rerun command for every failure on the page (issue 40) --------------------------------
+
+def test_each_failure_on_the_page_carries_a_rerun_command_that_reproduces_it(tmp_path, capsys):
+    """A CPU run of a mutant; its page (against a baseline where the items passed) shows
+    under each failure entry and each new failure the command, as selectable code; run,
+    the command fails the same item with the same reason."""
+    import shlex
+
+    from bwd_suite.suite.outcomes import Verdict
+    from bwd_suite.suite.reproduce import rerun_command
+    from tests.reports.test_report import Tree
+
+    cur = tmp_path / "cur.parquet"
+    assert main(["run", "--device", "cpu", "--profile", "smoke", "--impl",
+                 "mutant_softmax_dot_short", "--case", "softmax/lengths/R13-N7-", "--no-timing",
+                 "--workers", "0", "--quiet", "--output", str(cur)]) == 1
+    rows = results.read_rows([cur])
+    assert [r.verdict for r in rows] == [Verdict.FAIL] * 3
+    base = tmp_path / "base.parquet"
+    with results.ResultsWriter(base) as w:
+        for r in results.read_rows([cur]):
+            w.add(r.finish(Verdict.PASS))
+    page = tmp_path / "r.html"
+    assert main(["report", str(cur), "--baseline", str(base), "-o", str(page)]) == 0
+    capsys.readouterr()
+    tree = Tree(page.read_text())
+    want = {r.case_id: rerun_command(r) for r in rows}
+    for section in ("failures", "changes"):
+        shown = {case: node.all_text() for case, impl, key, _, node in tree.values(section)
+                 if key == "rerun"}
+        assert shown == want, section
+        assert all(node.tag == "code" for *_, key, _, node in tree.values(section)
+                   if key == "rerun")
+    words = shlex.split(want[rows[1].case_id])
+    assert words[:4] == ["python", "-m", "bwd_suite", "run"]
+    again = tmp_path / "again.parquet"
+    assert main([*words[3:], "--workers", "0", "--quiet", "--output", str(again)]) == 1
+    capsys.readouterr()
+    (row,) = results.read_rows([again])
+    assert (row.case_id, row.impl, row.verdict, row.reason) == (
+        rows[1].case_id, rows[1].impl, Verdict.FAIL, rows[1].reason)
