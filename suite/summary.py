@@ -271,9 +271,11 @@ def _weak_yardstick(rows: list, clip: _Clip) -> list:
     if not weak:
         return []
     cases = len({(r.op, r.case_id) for r in weak})
-    return [f"\nthe yardstick was worse than fp32 with one rounding on {cases} cases: their "
-            f"bounds use the fp32 error (column yardstick_note), e.g.",
-            f"  {terminal(weak[0].case_id)}: " + clip(weak[0].yardstick_note, WIDTH - 40)]
+    head = textwrap.wrap(f"the yardstick was worse than fp32 with one rounding on {cases} "
+                         f"cases: their bounds use the fp32 error (column yardstick_note), "
+                         f"e.g.", WIDTH)
+    example = f"  {terminal(weak[0].case_id)}: "
+    return ["", *head, example + clip(weak[0].yardstick_note, WIDTH - len(example))]
 
 
 # -- the last line -----------------------------------------------------------------------------
