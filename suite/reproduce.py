@@ -116,14 +116,15 @@ def rerun_command(row, **columns) -> Optional[str]:
     return shlex.join(words)
 
 
-def rerun_failed_command(results: Path, *, device: str = "", cases: Iterable = (),
+def rerun_failed_command(results, *, device: str = "", cases: Iterable = (),
                          origins: Iterable[str] = (), repeats: Optional[int] = None,
                          timing: bool = True) -> str:
-    """`run --rerun-failed RESULTS` with what that run's items need again: its case files
-    (`cases`, when not the package's), the outside implementations that failed (by their
-    origins: a results file never makes the suite import code), the device, the repeats
-    and the timing."""
-    words = [*RUN, "--rerun-failed", str(results)]
+    """`run --rerun-failed RESULTS...` (`results`: a path or several) with what that run's
+    items need again: its case files (`cases`, when not the package's), the outside
+    implementations that failed (by their origins: a results file never makes the suite
+    import code), the device, the repeats and the timing."""
+    paths = [results] if isinstance(results, (str, Path)) else list(results)
+    words = [*RUN, "--rerun-failed", *map(str, paths)]
     for c in cases:
         words += ["--cases", str(c)]
     origins = sorted(set(origins))
@@ -136,6 +137,27 @@ def rerun_failed_command(results: Path, *, device: str = "", cases: Iterable = (
     if not timing:
         words.append("--no-timing")
     return shlex.join(words)
+
+
+def rerun_failed_of(results, rows: list) -> Optional[str]:
+    """rerun_failed_command for results read back (`summary`): what the run was given,
+    read off its rows (the latest of each item); None when nothing counts against them."""
+    failing = [r for r in rows if r.counts_against]
+    if not failing:
+        return None
+    files = {case_file_arg(r.case_file) for r in failing if r.case_file.endswith(".toml")}
+    cases = sorted(f for f in files if f)
+    if cases and None in files:  # the package's cases too: --cases replaces the default
+        cases.append(str(CASES_DIR))
+    devices = sorted({r.device for r in rows if r.device})
+    device = devices[0] if len(devices) == 1 else \
+        ("cuda" if devices and all(d.startswith("cuda") for d in devices) else "")
+    repeats = sorted((r.det_repeats for r in rows if r.det_repeats),
+                     key=[r.det_repeats for r in rows].count)
+    return rerun_failed_command(results, device=device, cases=cases,
+                                origins=filter(None, map(origin_of, failing)),
+                                repeats=repeats[-1] if repeats else None,
+                                timing=any(r.timing_method for r in rows))
 
 
 def origin_of(row) -> str:

@@ -244,20 +244,17 @@ def workers_text(pool) -> str:
             + (f" on {', '.join(gpus)}" if gpus else ""))
 
 
-def footer(args, rows, out_path: Path, device) -> list:
+def footer(rows, out_path: Path) -> list:
     """The lines before the summary's last: the results file and, after a failing run,
-    the command that reruns exactly its failures."""
-    from bwd_suite.suite.reproduce import origin_of, rerun_failed_command
+    the command that reruns exactly its failures (what the run was given, read off its
+    rows, as `summary` reads them later)."""
+    from bwd_suite.suite.reproduce import rerun_failed_of
 
     lines = [f"results: {out_path}"]
-    failing = [r for r in rows if r.counts_against]
-    if failing:
-        command = rerun_failed_command(
-            out_path, device=str(device), cases=args.cases or (),
-            origins=filter(None, map(origin_of, failing)), repeats=args.repeats,
-            timing=not args.no_timing)
-        lines.append(f"rerun the {len(failing)} failing item{'s' * (len(failing) != 1)}: "
-                     f"{command}")
+    command = rerun_failed_of(out_path, list(rows))
+    if command:
+        n = sum(r.counts_against for r in rows)
+        lines.append(f"rerun the {n} failing item{'s' * (n != 1)}: {command}")
     return lines
 
 
@@ -317,6 +314,6 @@ def main(args) -> int:
         return 130
     progress.close()
     writer.close(interrupted=len(rows) < plan.n_items)
-    print(summary.render(rows, args.wide, args.full_reasons, footer(args, rows, out_path, dev),
+    print(summary.render(rows, args.wide, args.full_reasons, footer(rows, out_path),
                          time.monotonic() - started))
     return 1 if count_bad(rows) else 0

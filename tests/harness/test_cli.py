@@ -439,3 +439,36 @@ def test_a_printed_rerun_command_reproduces_the_failure(capsys, tmp_path):
     assert main([*words[3:], "--workers", "0", "--quiet", "--output", str(rerun)]) == 1
     capsys.readouterr()
     assert sorted(results.read_results([rerun]).case_id) == sorted(failed.case_id)
+
+
+def test_summary_prints_a_runs_summary_again_wider_or_whole(tmp_path, capsys):
+    from bwd_suite.suite.outcomes import Verdict
+
+    long = "dx mismatch: " + " ".join(f"w{i}" for i in range(60))
+    # op "toy": no diagnosis hook in the registry to run over these fake rows
+    rows = [_rerun_row(op="toy", case_id="softmax/lengths/R13-N7-fp32", timing_method=None)
+            .finish(Verdict.FAIL, long),
+            _rerun_row(op="toy", impl="tests_known_bad", case_file="mine/x.toml",
+                       impl_origin="causal_conv1d=tests.helpers:known_bad", timing_method=None),
+            _rerun_row(op="toy", case_id="softmax/lengths/R13-N1-fp16", verdict="pass")]
+    path = tmp_path / "r.parquet"
+    with results.ResultsWriter(path) as w:
+        for r in rows:
+            w.add(r)
+    assert main(["summary", str(path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "1 passed, 2 failed, 0 errors, 0 unsupported, 0 known failures"
+    assert out[-2] == (
+        f"rerun the 2 failing items: python -m bwd_suite run --rerun-failed {path} "
+        f"--cases mine/x.toml --cases {ROOT / 'cases'} "
+        f"--impl causal_conv1d=tests.helpers:known_bad --device cpu")
+    assert "        rerun: python -m bwd_suite run --case 'softmax/lengths/R13-N7-fp32$' " \
+           "--impl torch_ref --device cpu --profile ci --no-timing" in out
+    assert not any("dev time" in ln for ln in out) and long not in out[2]
+    assert main(["summary", str(path), "--wide", "--full-reasons"]) == 1
+    out = capsys.readouterr().out
+    assert "dev time" in out and long in out
+    with results.ResultsWriter(tmp_path / "ok.parquet") as w:
+        w.add(rows[2])
+    assert main(["summary", str(tmp_path / "ok.parquet")]) == 0
+    assert "rerun the" not in capsys.readouterr().out
