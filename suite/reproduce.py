@@ -37,7 +37,9 @@ from bwd_suite.suite.profiles import CASES_DIR, PROFILES, profile_tags
 
 RUN = ("python", "-m", "bwd_suite", "run")
 DEFAULT_REPEATS = 3  # run's --repeats (suite/commands/run.py)
-UNTIMED_VERDICTS = ("fail", "pass")  # verdicts a timed run times: untimed, the run was
+# a run with timing times the items of these verdicts: such a row without a timing was
+# checked untimed
+UNTIMED_VERDICTS = ("fail", "pass")
 
 
 def _value(row, name: str, columns: Mapping):

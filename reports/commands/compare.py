@@ -212,7 +212,8 @@ def _compared_table(c, max_lines: int, rates: tuple) -> list:
     for t in shown:
         flag = "" if t.change.value == "unchanged" else f"  {t.change.value}"
         rate = _rate_text(t, rates)
-        lines.append(f"  {'x' + format(t.ratio, '.3f'):>7} {t.p:>7.2g} {_fmt_s(t.base_median_s):>9} "
+        ratio = f"x{t.ratio:.3f}"
+        lines.append(f"  {ratio:>7} {t.p:>7.2g} {_fmt_s(t.base_median_s):>9} "
                      f"{_fmt_s(t.cur_median_s):>9}  {terminal(t.case_id)} "
                      f"[{terminal(t.impl)}]{flag}" + (f"  {rate}" if rate else ""))
     return lines + [geomean_text(c)]
