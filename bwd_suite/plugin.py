@@ -257,7 +257,7 @@ class CaseItem(pytest.Item):
                     f"  case {self.case.id} ({self.case.file}), seed {self.case.seed}\n"
                     f"  params {dict(self.case.params)}\n"
                     f"  rerun it alone: {self.rerun_pytest()}\n"
-                    f"              or: {self.rerun_suite()}")
+                    f"              or: {self.rerun_suite(r)}")
         return super().repr_failure(excinfo)
 
     def _impl_ref(self) -> str:
@@ -282,14 +282,17 @@ class CaseItem(pytest.Item):
             words += [name, str(value)]
         return shlex.join(words)
 
-    def rerun_suite(self) -> str:
-        """The same item through `python -m bwd_suite run`."""
+    def rerun_suite(self, row) -> str:
+        """The same item through `python -m bwd_suite run` (suite/reproduce.py, as every
+        output of the suite): its row, with what an item's row does not record: the
+        session's profile, its device where --suite-device chose one (else run picks as
+        the plugin did), and its case file as the package's."""
+        from bwd_suite.suite.reproduce import rerun_command
+
         sel = _selection(self.config)
-        words = ["python", "-m", "bwd_suite", "run", "--profile", sel.profile, "--op",
-                 self.case.op, "--impl", self._impl_ref(), "--case", self.case.id]
-        if "--suite-device" in sel.given:
-            words += ["--device", str(sel.device)]
-        return shlex.join(words)
+        device = str(sel.device) if "--suite-device" in sel.given else ""
+        return rerun_command(row, profile=sel.profile, device=device,
+                             case_file=self.path.resolve().relative_to(_cases_dir()).as_posix())
 
     def reportinfo(self):
         return self.path, None, f"{self.case.id}[{self.impl.name}]"

@@ -47,6 +47,7 @@ class VerdictRow:
     after: str
     reason: str
     declared: str = ""  # the known_failure of a known item
+    rerun: str = ""  # the command that reruns a failing or declared item alone
 
 
 class Kind(enum.Enum):
@@ -117,12 +118,13 @@ def _timing(items, cap: int = MAX_LISTED, rates: tuple = ({}, {})) -> tuple:
 
 def _known(items) -> tuple:
     return tuple(VerdictRow(k.op, k.case_id, k.impl, k.before or "", k.verdict,
-                            k.reason or "", k.known_failure) for k in items[:MAX_LISTED])
+                            k.reason or "", k.known_failure, k.rerun)
+                 for k in items[:MAX_LISTED])
 
 
 def _verdicts(items) -> tuple:
     return tuple(VerdictRow(v.op, v.case_id, v.impl, v.before or "", v.after,
-                            v.reason or "") for v in items[:MAX_LISTED])
+                            v.reason or "", rerun=v.rerun) for v in items[:MAX_LISTED])
 
 
 def _presence(items) -> tuple:

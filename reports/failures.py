@@ -2,7 +2,8 @@
 not declare (known failures have their own section, reports/known.py), grouped per op by
 its diagnosed cause (the `diagnosis_cause` column; "unclassified" where there is none),
 biggest group first: its reason, the outputs beyond tolerance and their metrics, the
-determinism spread and, when the results carry one, the `diagnosis` column."""
+determinism spread, when the results carry one the `diagnosis` column, and the command
+that reruns the item alone."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pandas as pd
 
 from bwd_suite.reports import fmt, outputs
 from bwd_suite.reports.items import Items, case_label
+from bwd_suite.suite.reproduce import rerun_command
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class Failure:
     diagnosis: Optional[str]  # None where the results have no diagnosis column
     cause: str  # the diagnosis' cause key, when given
     outputs: tuple  # outputs.OutputMetrics beyond tolerance
+    rerun: str = ""  # the command that reruns the item alone (suite/reproduce.py)
 
     @property
     def rowspan(self) -> int:
@@ -77,7 +80,8 @@ def _failure(r, has_diag: bool) -> Failure:
         verdict=r.verdict, failure_kind=_text(r.failure_kind), reason=_text(r.reason),
         determinism=_text(r.determinism), det_spread=fmt.sig(r.det_spread),
         diagnosis=_text(getattr(r, "diagnosis", None)) if has_diag else None,
-        cause=_text(getattr(r, "diagnosis_cause", None)), outputs=outs)
+        cause=_text(getattr(r, "diagnosis_cause", None)), outputs=outs,
+        rerun=rerun_command(r) or "")
 
 
 def _cause(v) -> str:
@@ -94,7 +98,9 @@ def build(items: Items) -> Failures:
         bad["diagnosis"].fillna("").astype(str).str.len().gt(0).any())
     cols = [c for c in ("op", "case_group", "case_id", "impl", "anchor", "verdict",
                         "failure_kind", "reason", "determinism", "det_spread", "outputs",
-                        "diagnosis", "diagnosis_cause", "case_rank", "entry")
+                        "diagnosis", "diagnosis_cause", "case_rank", "entry", "case_file",
+                        "tags", "impl_origin", "device", "profile", "det_repeats",
+                        "timing_method")
             if c in bad.columns]
     bad = bad[cols]
     causes = [_cause(v) for v in bad["diagnosis_cause"]] if "diagnosis_cause" in bad \

@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from bwd_suite.suite import units
+
 MISSING = "—"
 
 
@@ -41,35 +43,22 @@ def _num(v, text: Callable[[float], str], as_int: bool = False) -> Num:
     return Num(repr(int(f)) if as_int else repr(f), text(f))
 
 
-def _scaled(f: float, units) -> str:
-    for scale, unit in units:
-        if abs(f) >= scale:
-            return f"{f / scale:.3g} {unit}"
-    scale, unit = units[-1]
-    return f"{f / scale:.3g} {unit}"
-
-
-_TIME = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
-_BYTES = ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B"))
-_FLOPS = ((1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP"),
-          (1.0, "FLOP"))
-
-
+# the text of each unit is suite/units.py's, which the terminal prints too
 def seconds(v) -> Num:
-    return _num(v, lambda f: "0 s" if f == 0 else _scaled(f, _TIME))
+    return _num(v, units.seconds)
 
 
 def millis(v) -> Num:
     """Milliseconds shown as a time (raw stays the milliseconds)."""
-    return _num(v, lambda f: "0 s" if f == 0 else _scaled(f / 1e3, _TIME))
+    return _num(v, lambda f: units.seconds(f / 1e3))
 
 
 def nbytes(v) -> Num:
-    return _num(v, lambda f: _scaled(f, _BYTES), as_int=True)
+    return _num(v, units.nbytes, as_int=True)
 
 
 def nflops(v) -> Num:
-    return _num(v, lambda f: _scaled(f, _FLOPS), as_int=True)
+    return _num(v, lambda f: units.scaled(f, units.FLOPS), as_int=True)
 
 
 def count(v) -> Num:
@@ -82,7 +71,7 @@ def fixed(v, digits: int = 1) -> Num:
 
 def rate(v) -> Num:
     """GB/s and the like: whole numbers from 100 up, 3 significant digits below."""
-    return _num(v, lambda f: f"{f:,.0f}" if abs(f) >= 100 else f"{f:.3g}")
+    return _num(v, units.rate)
 
 
 def sig(v, digits: int = 3) -> Num:
@@ -92,7 +81,7 @@ def sig(v, digits: int = 3) -> Num:
 
 def percent(v) -> Num:
     """A fraction shown as a percentage (raw stays the fraction)."""
-    return _num(v, lambda f: f"{100 * f:.3g} %")
+    return _num(v, units.percent)
 
 
 def plain(f: float, digits: int = 3) -> str:

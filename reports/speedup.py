@@ -1,7 +1,13 @@
 """Implementations side by side: per case, each implementation's median time (and, for a
 compute-bound item, its TFLOP/s and fraction of the measured compute peak) and its
 speedup over a baseline implementation (baseline time / its time: above 1 is faster),
-and per op the geometric mean of the speedups over every case both timed and passed.
+and per op the geometric mean of the speedups over every case where both timings are
+valid.
+
+A timing is valid when its item passed or failed as its implementation declares (a known
+failure: Liger's loss, torch_fused's adamw; the time is the kernel's all the same): such a
+speedup is shown, counted and marked (KNOWN_MARK), never dropped. An undeclared failure's
+speedup is struck out and left out of the mean: a wrong result's time means nothing.
 
 A speedup is marked faster or slower only when it passes x(1 +- SAME) and, where both
 items kept samples, a two-sided Mann-Whitney U test of the samples gives p < ALPHA (the
@@ -26,6 +32,7 @@ SAME = 0.01  # speedups within 1 % of x1 are shown neutral
 ALPHA = Rule().alpha  # and so are larger ones whose samples do not differ significantly
 MIN_SAMPLES = 3  # per side, for the test (fewer: the threshold alone decides)
 YARDSTICK = "torch_ref"  # suite.opspec.OpSpec.yardstick (no op sets another; no torch here)
+KNOWN_MARK = "†"  # beside a speedup where either side is a declared known failure
 
 
 @dataclass(frozen=True)
@@ -84,13 +91,14 @@ def rule_text(alpha: float) -> str:
 class Cell:
     median: fmt.Num
     speedup: fmt.Num
-    valid: bool  # both passed: a speedup of a wrong result means nothing
+    valid: bool  # both timings valid: passed, or failed as declared (a known failure)
     href: str
     tone: str  # "faster", "slower" or "" (the baseline itself, no speedup, or level)
     p: fmt.Num  # Mann-Whitney p of the two items' samples (missing: too few samples)
     # a compute-bound item's rate and its fraction of the compute peak (missing otherwise)
     tflops: fmt.Num = fmt.NONE
     frac_peak: fmt.Num = fmt.NONE
+    known: bool = False  # a valid speedup where either side is a declared known failure
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,8 @@ class OpSpeedup:
     fallback: bool  # the requested baseline has no timed results for this op
     rule: str  # when a speedup counts as faster or slower, for the page
     requested: Optional[str] = None  # what --baseline-impl asked for this op
+    n_known: tuple = ()  # int per implementation: of n_cases, those marked KNOWN_MARK
+    mark: str = KNOWN_MARK
 
 
 def choose_baseline(items: Items, op: str, requested=None) -> str:
@@ -176,19 +186,23 @@ def build(items: Items, requested=None, alpha: float = ALPHA) -> tuple:
             continue
         base = choose_baseline(items, op, choice)
         t = rows.pivot(index="case_id", columns="impl", values="time_median_s")
-        ok = rows.pivot(index="case_id", columns="impl", values="verdict") == Verdict.PASS
-        geo, n = [], []
+        ok = rows.assign(ok=(rows["verdict"] == Verdict.PASS) | rows["expected"]).pivot(
+            index="case_id", columns="impl", values="ok").fillna(False).astype(bool)
+        known = rows.pivot(index="case_id", columns="impl", values="expected") \
+            .fillna(False).astype(bool)
+        geo, n, n_known = [], [], []
         for i in impls:
             if i == base or i not in t or base not in t:
                 geo.append(fmt.NONE)
                 n.append(fmt.count(0))
+                n_known.append(0)
                 continue
-            both = t[i].notna() & t[base].notna() & ok[i].fillna(False) \
-                & ok[base].fillna(False)
+            both = t[i].notna() & t[base].notna() & ok[i] & ok[base]
             s = (t.loc[both, base] / t.loc[both, i]).tolist()
             geo.append(fmt.times(_geomean(s)))
             n.append(fmt.count(len(s)))
-        times, passed = t.to_dict(), ok.to_dict()  # impl -> case -> value: fast lookups
+            n_known.append(int((both & (known[i] | known[base])).sum()))
+        times, passed, declared = t.to_dict(), ok.to_dict(), known.to_dict()  # impl -> case
         samples = rows.pivot(index="case_id", columns="impl", values="time_samples_s").to_dict() \
             if "time_samples_s" in rows else {}
         compute = rows[rows["bound"].map(compute_bound).astype(bool)]
@@ -210,6 +224,8 @@ def build(items: Items, requested=None, alpha: float = ALPHA) -> tuple:
                     continue
                 b = times.get(base, {}).get(r.case_id)
                 valid = bool(passed[i][r.case_id] and passed.get(base, {}).get(r.case_id))
+                marked = valid and i != base and bool(
+                    declared[i][r.case_id] or declared.get(base, {}).get(r.case_id))
                 speed = b / med if i != base and b and not pd.isna(b) else None
                 p = None if speed is None else p_value(
                     samples.get(i, {}).get(r.case_id), samples.get(base, {}).get(r.case_id))
@@ -217,11 +233,13 @@ def build(items: Items, requested=None, alpha: float = ALPHA) -> tuple:
                 cells.append(Cell(median=fmt.seconds(med), speedup=fmt.times(speed),
                                   valid=valid, href=f"#r{anchors.get((r.case_id, i), '')}",
                                   tone=tone(speed, p, alpha), p=fmt.pvalue(p),
-                                  tflops=fmt.rate(rate), frac_peak=fmt.percent(frac)))
+                                  tflops=fmt.rate(rate), frac_peak=fmt.percent(frac),
+                                  known=marked))
             label = f"{r.case_group}/{case_label(op, r.case_group, r.case_id)}"
             listed.append(Row(r.case_id, label, fmt.nbytes(r.bytes), tuple(cells)))
         out.append(OpSpeedup(op=op, baseline=base, impls=tuple(impls), rows=tuple(listed),
                              geomean=tuple(geo), n_cases=tuple(n),
                              fallback=_fallback(items, op, choice, base),
-                             rule=rule_text(alpha), requested=choice.wanted(op)))
+                             rule=rule_text(alpha), requested=choice.wanted(op),
+                             n_known=tuple(n_known)))
     return tuple(out)

@@ -238,8 +238,7 @@ def main(argv=None) -> int:
     driver.run(Plan.of(cases, lambda op: impls, {a.op: spec}),
                Tee(writer, rows, Each(_print_row)))
     writer.close()
-    print(summary.render(rows))
-    print(f"results: {a.output}")
+    print(summary.render(rows, footer=[f"results: {a.output}"]))
     return 0
 
 

@@ -41,12 +41,8 @@ from typing import Iterable, Mapping, Optional
 from bwd_suite.suite import covering, registry
 from bwd_suite.suite.errors import SuiteInputError, did_you_mean
 from bwd_suite.suite.params import INT64_MAX
-
-PROFILES = ("smoke", "ci", "gpu", "perf", "nightly")
-# A profile also runs the cases tagged with the profiles it includes.
-# Nested: smoke < ci < gpu < nightly (perf stands apart).
-PROFILE_INCLUDES = {"ci": ("smoke",), "gpu": ("smoke", "ci"), "nightly": ("smoke", "ci", "gpu")}
-CASES_DIR = Path(__file__).resolve().parents[1] / "cases"
+from bwd_suite.suite.profiles import (  # noqa: F401 - re-exported
+    CASES_DIR, PROFILE_INCLUDES, PROFILES, profile_tags)
 
 _FILE_KEYS = {"op", "seed", "defaults", "sweep", "case"}
 _ENTRY_KEYS = {"name", "tags", "seed", "exclude", "combine", "strength"}
@@ -68,11 +64,6 @@ class Case:
 
     def in_profile(self, profile: str) -> bool:
         return bool(profile_tags(profile) & self.tags)
-
-
-def profile_tags(profile: str) -> frozenset:
-    """The tags whose cases a profile runs: its own and those of the profiles it includes."""
-    return frozenset((profile, *PROFILE_INCLUDES.get(profile, ())))
 
 
 def profile_names(profile: str, where: str = "--profile") -> str:

@@ -35,7 +35,8 @@ def add_selection(p: argparse.ArgumentParser) -> None:
                         "(OP may be left out with --op or for an @implementation-decorated "
                         "object; default: every non-mutant implementation of the op)")
     g.add_argument("--case", metavar="SUBSTRING", action="append",
-                   help="only case ids containing this text (repeatable: any of them)")
+                   help="only case ids containing this text; ending in $, ids ending with "
+                        "it (a whole id and $: that case alone) (repeatable: any of them)")
     g.add_argument("--cases", metavar="PATH", action="append", type=Path,
                    help="case files or folders (default: the repository's cases/)")
     g.add_argument("--device", metavar="DEV",

@@ -22,11 +22,12 @@ from typing import Mapping, Optional
 
 from bwd_suite.suite.outcomes import Verdict
 from bwd_suite.suite.rows import ResultRow
-from bwd_suite.suite.text import terminal
+from bwd_suite.suite.text import shorten, terminal
 
 WIDTH = 150
-REASON_CHARS = 300  # of a failure's reason on its line
-DECLARED_CHARS = 120  # of a known failure's declaration: the summary lists it again
+# of a failure's reason and a known failure's declaration on their line, shortened at a
+# word boundary: the summary lists them again (whole with run --full-reasons)
+REASON_CHARS, DECLARED_CHARS = 300, 120
 # the line naming the left-out implementations: names while it stays this short, then
 # "and N more"; each reason clipped to the second number
 NOT_HERE_CHARS, NOT_HERE_REASON_CHARS = 240, 80
@@ -96,13 +97,13 @@ def streamed_line(row: ResultRow) -> Optional[str]:
     """The line a row gets as it finishes, or None: an undeclared failure with its
     reason, a declared one as expected, a declared one that passed as unexpected."""
     who = f"{terminal(row.impl)} {terminal(row.case_id)}"
-    declared = terminal((row.known_failure or "")[:DECLARED_CHARS])
+    declared = shorten(terminal(row.known_failure or ""), DECLARED_CHARS)
     if row.unexpected_pass:
         return f"  UNEXPECTED PASS {who}: declared to fail: {declared}"
     if row.expected:
         return f"  expected {row.verdict.upper()} {who}: declared: {declared}"
     if row.verdict is not None and row.verdict.bad:
-        return f"  {row.verdict.upper()} {who}: {terminal(row.reason[:REASON_CHARS])}"
+        return f"  {row.verdict.upper()} {who}: {shorten(terminal(row.reason), REASON_CHARS)}"
     return None
 
 

@@ -31,6 +31,7 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from bwd_suite.suite.outcomes import BAD_VERDICTS, Verdict
+from bwd_suite.suite.reproduce import rerun_command
 
 KEY = ["op", "case_id", "impl"]
 # exact null distribution of U up to this n1*n2 (cached per size pair), else normal
@@ -220,6 +221,7 @@ class VerdictChange:
     before: Optional[str]  # None: the case is new in the current run
     after: str
     reason: str  # the current reason (a new failure) or the baseline's (a fixed one)
+    rerun: str = ""  # the command that reruns a failing item (suite/reproduce.py)
 
 
 @dataclass(frozen=True)
@@ -235,6 +237,7 @@ class KnownItem:
     verdict: str
     known_failure: str  # the declared reason
     reason: str  # the current reason (empty on a pass)
+    rerun: str = ""  # the command that reruns the item (suite/reproduce.py)
 
 
 @dataclass(frozen=True)
@@ -300,6 +303,20 @@ class Comparison:
         return self.n_common > 0
 
     @property
+    def geomean(self) -> tuple:
+        """(the geometric mean of the compared items' ratios, how many): how the current
+        run moved as a whole; (None, 0) when no timing was compared."""
+        return geometric_mean(t.ratio for t in self.compared)
+
+    @property
+    def geomean_per_op(self) -> dict:
+        """op -> (geometric mean of its compared ratios, how many), ops sorted."""
+        per: dict = {}
+        for t in self.compared:
+            per.setdefault(t.op, []).append(t.ratio)
+        return {op: geometric_mean(r) for op, r in sorted(per.items())}
+
+    @property
     def gate_failed(self) -> bool:
         """What CI gates on: a significant slowdown, a new failure (of a case in both runs
         or a new case), or an unexpected pass. Known failures are expected."""
@@ -355,6 +372,12 @@ class Comparison:
 
 
 EXIT_OK, EXIT_REGRESSED, EXIT_NOT_COMPARED = 0, 1, 3  # 2: bad input (suite.errors)
+
+
+def geometric_mean(values) -> tuple:
+    """(geometric mean, count) of the positive finite values; (None, 0) without any."""
+    v = [x for x in values if x and x > 0 and math.isfinite(x)]
+    return (math.exp(sum(map(math.log, v)) / len(v)) if v else None), len(v)
 
 
 def latest_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -488,11 +511,16 @@ def _text(v) -> str:
     return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
 
 
+# the columns the rerun command of a current item is built from (suite/reproduce.py)
+RERUN_COLUMNS = ["case_file", "tags", "impl_origin", "device", "profile", "det_repeats",
+                 "timing_method"]
+
+
 def compare(baseline: pd.DataFrame, current: pd.DataFrame, rule: Rule = Rule()) -> Comparison:
     """Everything that changed from `baseline` to `current` (results DataFrames)."""
     cols = KEY + ["case_group", "verdict", "reason", "known_failure", "time_median_s",
-                  "time_samples_s", "time_iqr_s", "timing_method", "host_load", "l2_flush",
-                  "device_name"]
+                  "time_samples_s", "time_iqr_s", "host_load", "l2_flush",
+                  "device_name"] + RERUN_COLUMNS
     base, cur = (_plain(latest_rows(df).reindex(columns=cols)) for df in (baseline, current))
     common = cur.merge(base, on=KEY, how="inner", suffixes=("", "_b"))
     only_cur, only_base = _only(cur, base), _only(base, cur)
@@ -524,12 +552,13 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, rule: Rule = Rule()) 
     unexpected_before = bad_before & ~known_before
     new_failures = tuple(
         VerdictChange(r.op, r.case_id, r.impl, r.case_group, r.verdict_b, r.verdict,
-                      _text(r.reason))
+                      _text(r.reason), rerun_command(r) or "")
         for r in common[bad_now & ~known_now & ~unexpected_before].sort_values(KEY)
         .itertuples())
     cur_bad = only_cur["verdict"].isin(BAD_VERDICTS)
     failing_new = tuple(
-        VerdictChange(r.op, r.case_id, r.impl, r.case_group, None, r.verdict, _text(r.reason))
+        VerdictChange(r.op, r.case_id, r.impl, r.case_group, None, r.verdict, _text(r.reason),
+                      rerun_command(r) or "")
         for r in only_cur[cur_bad & ~declared(only_cur["known_failure"])].sort_values(KEY)
         .itertuples())
     fixed = tuple(VerdictChange(r.op, r.case_id, r.impl, r.case_group, r.verdict_b, r.verdict,
@@ -543,7 +572,7 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, rule: Rule = Rule()) 
     for r in cur_known.itertuples():
         item = KnownItem(r.op, r.case_id, r.impl, r.case_group,
                          None if pd.isna(r.verdict_b) else r.verdict_b, r.verdict,
-                         _text(r.known_failure), _text(r.reason))
+                         _text(r.known_failure), _text(r.reason), rerun_command(r) or "")
         if r.verdict in BAD_VERDICTS:
             known.append(item)
         elif r.verdict == Verdict.PASS:

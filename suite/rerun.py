@@ -26,6 +26,7 @@ class Failed:
     case_id: str
     impl: str
     source: Path
+    origin: str = ""  # where an outside implementation was loaded from (impl_origin)
 
 
 def failed_rows(paths) -> list[Failed]:
@@ -37,8 +38,8 @@ def failed_rows(paths) -> list[Failed]:
     for f in result_files(paths):
         for row in read_rows([f]):
             latest[(row.op, row.case_id, row.impl)] = (row, f)
-    return [Failed(op, case_id, impl, f) for (op, case_id, impl), (row, f) in latest.items()
-            if row.counts_against]
+    return [Failed(op, case_id, impl, f, row.impl_origin or "")
+            for (op, case_id, impl), (row, f) in latest.items() if row.counts_against]
 
 
 def given_implementations(args, failed: list) -> dict:
@@ -73,7 +74,8 @@ def resolve_failed(item: Failed, given: dict):
     impl = registered.get(item.impl) or given.get((item.op, item.impl))
     if impl is not None:
         return impl
-    allow = (f"--impl {terminal(item.op)}={terminal(item.impl)}" if ":" in item.impl
+    allow = (f"--impl {terminal(item.origin)}" if item.origin
+             else f"--impl {terminal(item.op)}={terminal(item.impl)}" if ":" in item.impl
              else "--impl OP=module:object")
     raise SuiteInputError("--rerun-failed",
                           f"{item.source}: implementation {item.impl!r} of {item.op!r} is not "

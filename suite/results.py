@@ -453,9 +453,15 @@ def _v9_to_v10(table: pa.Table) -> pa.Table:
                                      "saved_bytes", "memory_bounds_json", "batch_invariant"))
 
 
+def _v10_to_v11(table: pa.Table) -> pa.Table:
+    """Version 11 records where an outside implementation was loaded from; older rows have
+    none (null: a plain callable's name is its `module:object` still)."""
+    return _add_null_columns(table, ("impl_origin",))
+
+
 # version N -> the step that turns a version-N table into version N+1
 _MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6,
-               6: _v6_to_v7, 7: _v7_to_v8, 8: _v8_to_v9, 9: _v9_to_v10}
+               6: _v6_to_v7, 7: _v7_to_v8, 8: _v8_to_v9, 9: _v9_to_v10, 10: _v10_to_v11}
 
 
 def _kind(t: pa.DataType) -> str:

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from bwd_suite.suite.outcomes import Determinism, FailureKind, Verdict
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 VERSION_KEY = b"bwd_suite_schema_version"
 
 OUTPUT_STRUCT = pa.struct([
@@ -109,6 +109,10 @@ class ResultRow:
     # --- implementation ---
     impl: str = _col(_str, "")
     impl_kind: str = _col(_str, "")
+    # what loads an implementation from outside the registry, `op=module:object` (the
+    # --impl of a rerun: the name of a decorated one says nothing of its module); null for
+    # registered ones (added in version 11)
+    impl_origin: Optional[str] = _col(_str)
     impl_version: str = _col(_str, "")
     # --- verdict ---
     verdict: Optional[Verdict] = _col(_str)

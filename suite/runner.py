@@ -51,7 +51,8 @@ def item_row(run: Optional[RunInfo], case: Case, impl: Implementation, spec: OpS
     return ResultRow.start(run, op=case.op, case_id=case.id, case_group=case.group,
                            case_file=case.file, tags=sorted(case.tags),
                            params_json=params_json(p), seed=case.seed, impl=impl.name,
-                           impl_kind=impl.kind, impl_version=impl.version,
+                           impl_kind=impl.kind, impl_origin=impl.origin or None,
+                           impl_version=impl.version,
                            known_failure=impl.known_failure(case.id, device, p),
                            bytes=_count(spec.bytes, p), flops=_count(spec.flops, p))
 

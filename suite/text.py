@@ -44,3 +44,18 @@ def code_span(value) -> str:
     fence = "`" * (max(runs, default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
     return f"{fence}{pad}{text.replace('|', chr(92) + '|')}{pad}{fence}"
+
+
+ELLIPSIS = "…"
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters: cut at the last space that fits, marked with
+    "…" (a word longer than half the limit is cut inside); unchanged when it fits."""
+    if len(text) <= limit:
+        return text
+    head = text[:max(limit - 1, 0)]
+    space = head.rfind(" ")
+    if space >= limit // 2:
+        head = head[:space]
+    return head.rstrip(" ,;:") + ELLIPSIS

@@ -34,13 +34,14 @@ import sys
 from pathlib import Path
 
 from bwd_suite.suite.errors import SuiteInputError
-from bwd_suite.suite.text import code_span, markdown_cell, terminal
+from bwd_suite.suite.text import code_span, markdown_cell, shorten, terminal
 
 HELP = ("compare two runs (CI gate): exit 1 on a regression, a new failure or an "
         "unexpected pass, 3 when no timed item could be compared, 4 when the current run "
         "is incomplete")
 MAX_LINES = 40  # per category, in the terminal
 FORMATS = ("text", "json", "csv", "markdown")
+REASON_CHARS = 200  # of a reason or a declaration in text and markdown (--full-reasons: whole)
 
 
 def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,6 +88,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="exit 0 instead of 3 when the runs share items but none could "
                              "be timed against the baseline (conformance runs without "
                              "timing); still 3 when they share no item")
+    parser.add_argument("--full-reasons", action="store_true",
+                        help=f"reasons and declarations whole in text and markdown (else "
+                             f"shortened to {REASON_CHARS} characters at a word boundary; "
+                             f"json and csv hold them whole)")
     parser.add_argument("--allow-incomplete", action="store_true",
                         help="gate on the finished items of a current run that did not "
                              "finish its plan (crashed, interrupted or still running) "
@@ -180,11 +185,55 @@ def _rate_text(t, rates: tuple) -> str:
     return f"{before}{cur.tflops:.3g} TFLOP/s{frac}"
 
 
+def geomean_text(c) -> str:
+    """The geometric mean of the compared ratios, overall and per op (with more than one),
+    or "" when no timing was compared."""
+    ratio, n = c.geomean
+    if ratio is None:
+        return ""
+    per = c.geomean_per_op
+    ops = "; per op: " + ", ".join(f"{terminal(op)} x{r:.3f} over {k}"
+                                   for op, (r, k) in per.items()) if len(per) > 1 else ""
+    return (f"geometric mean of the ratios (current / baseline): x{ratio:.3f} over {n} "
+            f"timing{'s' * (n != 1)}{ops}")
+
+
+def _compared_table(c, max_lines: int, rates: tuple) -> list:
+    """Every compared timing as a table (flagged ones first, then by distance from x1,
+    at most `max_lines`) and the geometric mean; or why none was compared."""
+    if not c.compared:
+        why = c.vacuous_reason or "no item was timed in both runs"
+        return [f"\ncompared timings: none: {terminal(why)}"]
+    shown = c.compared[:max_lines]
+    more = f"; the first {len(shown)} shown" if len(shown) < len(c.compared) else ""
+    lines = [f"\ncompared timings ({len(c.compared)}, flagged ones first, then by distance "
+             f"from x1{more}):",
+             f"  {'ratio':>7} {'p':>7} {'baseline':>9} {'current':>9}  case [implementation]"]
+    for t in shown:
+        flag = "" if t.change.value == "unchanged" else f"  {t.change.value}"
+        rate = _rate_text(t, rates)
+        ratio = f"x{t.ratio:.3f}"
+        lines.append(f"  {ratio:>7} {t.p:>7.2g} {_fmt_s(t.base_median_s):>9} "
+                     f"{_fmt_s(t.cur_median_s):>9}  {terminal(t.case_id)} "
+                     f"[{terminal(t.impl)}]{flag}" + (f"  {rate}" if rate else ""))
+    return lines + [geomean_text(c)]
+
+
+# the categories in which something moved; "nothing moved" when all are empty
+MOVES = ("regressions", "new failures", "failing new cases", "unexpected passes",
+         "improvements", "fixed failures")
+VERDICT_MOVES = ("new failures", "failing new cases", "unexpected passes", "fixed failures")
+
+
 def render(c, max_lines: int = MAX_LINES, code: int = None, items_code: int = None,
-           rates: tuple = ({}, {})) -> list:
-    """The comparison as terminal lines (the same categories as the report); every name,
-    id and reason from the files one line (suite.text.terminal). `rates`: (baseline,
-    current) throughput of compute-bound items (`_rates`), shown after their times."""
+           rates: tuple = ({}, {}), full_reasons: bool = False) -> list:
+    """The comparison as terminal lines: the compared timings and their geometric mean,
+    then the categories of the report that hold items (the empty ones named on one line,
+    or "nothing moved"), and the result; every name, id and reason from the files one
+    line (suite.text.terminal), reasons shortened at a word boundary unless
+    `full_reasons`. A failure's entry is followed by the command that reruns it
+    (suite/reproduce.py). `rates`: (baseline, current) throughput of compute-bound items
+    (`_rates`), shown after their times."""
     code = c.exit_code() if code is None else code
     lines = [f"compared: {c.n_common} items in both runs, {c.n_timed} timed in both; "
              f"{c.rule.describe()}"]
@@ -195,45 +244,71 @@ def render(c, max_lines: int = MAX_LINES, code: int = None, items_code: int = No
     if c.n_flush_differs:
         lines.append(f"not compared: {c.n_flush_differs} items timed in both runs after "
                      f"different L2 flushes (l2_flush)")
+    if c.overlaps:
+        lines += _compared_table(c, max_lines, rates)
 
-    def section(title, entries, line):
-        lines.append(f"\n{title} ({len(entries)})" + (":" if entries else ""))
-        lines.extend("  " + terminal(line(e)) for e in entries[:max_lines])
+    def clip(text, limit=REASON_CHARS) -> str:
+        return terminal(text) if full_reasons else shorten(terminal(text), limit)
+
+    empty = []
+
+    def section(title, entries, line, rerun=None):
+        if not entries:
+            empty.append(title.lower())
+            return
+        lines.append(f"\n{title} ({len(entries)}):")
+        for e in entries[:max_lines]:
+            lines.append("  " + line(e))
+            if rerun and rerun(e):
+                lines.append(f"      rerun: {terminal(rerun(e))}")
         if len(entries) > max_lines:
             lines.append(f"  ... and {len(entries) - max_lines} more")
 
     def timing(t):
         rate = _rate_text(t, rates)
-        return (f"x{t.ratio:.3f}  p={t.p:.2g}  {t.case_id}  [{t.impl}]  "
+        return (f"x{t.ratio:.3f}  p={t.p:.2g}  {terminal(t.case_id)}  [{terminal(t.impl)}]  "
                 f"{_fmt_s(t.base_median_s)} -> {_fmt_s(t.cur_median_s)}  "
                 f"({t.n_base}/{t.n_cur} samples)" + (f"  {rate}" if rate else ""))
 
     def verdict(v):
         before = v.before or "new case"
-        return f"{before} -> {v.after}  {v.case_id}  [{v.impl}]  {(v.reason or '')[:200]}"
+        return (f"{terminal(before)} -> {terminal(v.after)}  {terminal(v.case_id)}  "
+                f"[{terminal(v.impl)}]  {clip(v.reason or '')}")
 
     def known_item(k):
-        return f"{k.verdict}  {k.case_id}  [{k.impl}]  declared: {k.known_failure[:160]}"
+        return (f"{terminal(k.verdict)}  {terminal(k.case_id)}  [{terminal(k.impl)}]  "
+                f"declared: {clip(k.known_failure, 160)}")
 
     def known_group(g):
         op, impl, why, ks = g
-        return f"{op} [{impl}]: {len(ks)} items: {why[:200]}"
+        return f"{terminal(op)} [{terminal(impl)}]: {len(ks)} items: {clip(why)}"
 
     def presence(p):
-        return f"{p.case_id}  [{p.impl}]  {p.verdict}"
+        return f"{terminal(p.case_id)}  [{terminal(p.impl)}]  {terminal(p.verdict)}"
+
+    def rerun(x):
+        return x.rerun
 
     section("REGRESSIONS", sorted(c.regressions, key=lambda t: -t.ratio), timing)
-    section("NEW FAILURES", list(c.new_failures), verdict)
-    section("FAILING NEW CASES", list(c.failing_new_cases), verdict)
-    section("UNEXPECTED PASSES", list(c.unexpected_passes), known_item)
+    section("NEW FAILURES", list(c.new_failures), verdict, rerun)
+    section("FAILING NEW CASES", list(c.failing_new_cases), verdict, rerun)
+    section("UNEXPECTED PASSES", list(c.unexpected_passes), known_item, rerun)
     section("improvements", sorted(c.improvements, key=lambda t: t.ratio), timing)
     section("fixed failures", list(c.fixed_failures), verdict)
     section("known failures (expected)", _known_groups(c.known_failures), known_group)
     section("beyond the factor but not significant", c.uncertain, timing)
     section("too noisy to compare (spread or host load; not counted as timed)", list(c.noisy),
-            lambda n: f"x{n.ratio:.3f}  {n.case_id}  [{n.impl}]  {n.reason}")
+            lambda n: f"x{n.ratio:.3f}  {terminal(n.case_id)}  [{terminal(n.impl)}]  "
+                      f"{terminal(n.reason)}")
     section("disappeared (baseline only)", list(c.disappeared), presence)
     section("new cases (current only)", list(c.new_cases), presence)
+    if c.overlaps and all(m in empty for m in MOVES):
+        moves = MOVES if c.n_timed else [m for m in MOVES if m in VERDICT_MOVES]
+        what = "nothing moved" if c.n_timed else "no verdict moved (no timing compared)"
+        lines.append(f"\n{what}: no {', '.join(moves[:-1])} or {moves[-1]} among the "
+                     f"{c.n_common} items in both runs")
+    elif empty:
+        lines.append(f"\nnone: {', '.join(empty)}")
     lines.append("\n" + result_line(c, code, items_code))
     return lines
 
@@ -242,7 +317,8 @@ def render(c, max_lines: int = MAX_LINES, code: int = None, items_code: int = No
 
 CSV_COLUMNS = ("category", "op", "case_id", "impl", "case_group", "base_median_s",
                "cur_median_s", "ratio", "p", "n_base", "n_cur", "change", "before", "after",
-               "reason", "known_failure", "base_tflops", "cur_tflops", "cur_frac_peak_flops")
+               "reason", "known_failure", "base_tflops", "cur_tflops", "cur_frac_peak_flops",
+               "rerun")
 
 
 def _num(x):
@@ -252,7 +328,8 @@ def _num(x):
 def records(c, rates: tuple = ({}, {})) -> list:
     """One dict per item and category: every compared timing (category regression,
     improvement, uncertain or unchanged; a compute-bound item's TFLOP/s in each run and
-    its current fraction of the peak, null otherwise), then the verdict categories."""
+    its current fraction of the peak, null otherwise), then the verdict categories (a
+    failing or declared item with `rerun`, the command that reruns it alone)."""
     out = []
     for t in c.compared:
         base, cur = (r.get((t.op, t.case_id, t.impl)) for r in rates)
@@ -269,12 +346,13 @@ def records(c, rates: tuple = ({}, {})) -> list:
                             ("fixed", c.fixed_failures)):
         out += [{"category": category, "op": v.op, "case_id": v.case_id, "impl": v.impl,
                  "case_group": v.case_group, "before": v.before, "after": v.after,
-                 "reason": v.reason} for v in items]
+                 "reason": v.reason, "rerun": v.rerun or None} for v in items]
     for category, items in (("unexpected_pass", c.unexpected_passes),
                             ("known_failure", c.known_failures)):
         out += [{"category": category, "op": k.op, "case_id": k.case_id, "impl": k.impl,
                  "case_group": k.case_group, "before": k.before, "after": k.verdict,
-                 "reason": k.reason, "known_failure": k.known_failure} for k in items]
+                 "reason": k.reason, "known_failure": k.known_failure,
+                 "rerun": k.rerun or None} for k in items]
     for category, items in (("disappeared", c.disappeared), ("new_case", c.new_cases)):
         out += [{"category": category, "op": p.op, "case_id": p.case_id, "impl": p.impl,
                  "case_group": p.case_group,
@@ -313,6 +391,16 @@ def _state(s) -> dict:
             "state": s.state.value, "text": s.describe()}
 
 
+def geomean_doc(c) -> dict:
+    """The geometric mean of the compared ratios (current / baseline), overall and per op:
+    `ratio` null when no timing was compared."""
+    def one(pair):
+        ratio, n = pair
+        return {"ratio": _num(ratio), "items": n}
+
+    return dict(one(c.geomean), per_op={op: one(g) for op, g in c.geomean_per_op.items()})
+
+
 def as_json(c, code: int, base=None, cur=None, incomplete=None) -> str:
     """`incomplete`: "baseline"/"current" -> the Completeness of each incomplete file."""
     incomplete = incomplete or {}
@@ -325,7 +413,7 @@ def as_json(c, code: int, base=None, cur=None, incomplete=None) -> str:
            "baseline": run_info(base) if base is not None else None,
            "current": run_info(cur) if cur is not None else None,
            "environment_differences": list(c.env_differences), "counts": counts(c),
-           "items": records(c, _rates(base, cur))}
+           "geomean": geomean_doc(c), "items": records(c, _rates(base, cur))}
     return json.dumps(doc, indent=1, allow_nan=False)
 
 
@@ -340,9 +428,10 @@ def as_csv(c, base=None, cur=None) -> str:
 
 
 def as_markdown(c, code: int, max_lines: int = MAX_LINES, base=None, cur=None,
-                incomplete=None, items_code: int = None) -> str:
+                incomplete=None, items_code: int = None, full_reasons: bool = False) -> str:
     """The comparison for a pull-request comment: text from the files as plain-text cells
-    (suite.text.markdown_cell) and case ids as code spans, never as markup."""
+    (suite.text.markdown_cell), case ids and rerun commands as code spans, never as
+    markup; reasons shortened at a word boundary unless `full_reasons`."""
     icon = {0: "ok", 1: "REGRESSED", 3: "NOT COMPARED", EXIT_INCOMPLETE: "INCOMPLETE"}[code]
     out = [f"**{markdown_cell(line)}**" for line in incomplete_lines(incomplete, code)]
     out += [""] if out else []
@@ -356,6 +445,8 @@ def as_markdown(c, code: int, max_lines: int = MAX_LINES, base=None, cur=None,
     out.append("")
     out += ["| category | items |", "|---|---:|"]
     out += [f"| {k.replace('_', ' ')} | {v} |" for k, v in counts(c).items()]
+    mean = geomean_text(c)
+    out += ["", markdown_cell(mean)] if mean else []
 
     def table(title, head, rows):
         if not rows:
@@ -368,6 +459,12 @@ def as_markdown(c, code: int, max_lines: int = MAX_LINES, base=None, cur=None,
 
     cell = markdown_cell
 
+    def clip(text, limit=REASON_CHARS) -> str:
+        return cell(text if full_reasons else shorten(terminal(text), limit))
+
+    def rerun(x) -> str:
+        return code_span(x.rerun) if x.rerun else ""
+
     rates = _rates(base, cur)
 
     def t_rows(ts):
@@ -376,28 +473,41 @@ def as_markdown(c, code: int, max_lines: int = MAX_LINES, base=None, cur=None,
                  cell(_rate_text(t, rates))) for t in ts]
 
     th = ("op", "case", "impl", "baseline", "current", "ratio", "p", "TFLOP/s (compute bound)")
-    vh = ("op", "case", "impl", "before", "now", "reason")
+    vh = ("op", "case", "impl", "before", "now", "reason", "rerun")
 
     def v_rows(vs):
         return [(cell(v.op), code_span(v.case_id), cell(v.impl), cell(v.before or "new case"),
-                 cell(v.after), cell((v.reason or "")[:200])) for v in vs]
+                 cell(v.after), clip(v.reason or ""), rerun(v)) for v in vs]
 
-    kh = ("op", "case", "impl", "verdict", "declared")
+    kh = ("op", "case", "impl", "verdict", "declared", "rerun")
 
     def k_rows(ks):
         return [(cell(k.op), code_span(k.case_id), cell(k.impl), cell(k.verdict),
-                 cell(k.known_failure[:200])) for k in ks]
+                 clip(k.known_failure), rerun(k)) for k in ks]
 
     table("Regressions", th, t_rows(sorted(c.regressions, key=lambda t: -t.ratio)))
     table("New failures", vh, v_rows(c.new_failures))
     table("Failing new cases", vh, v_rows(c.failing_new_cases))
     table("Unexpected passes", kh, k_rows(c.unexpected_passes))
     table("Improvements", th, t_rows(sorted(c.improvements, key=lambda t: t.ratio)))
-    table("Fixed failures", vh, v_rows(c.fixed_failures))
+    fixed = [r[:-1] for r in v_rows(c.fixed_failures)]  # passing now: nothing to rerun
+    table("Fixed failures", vh[:-1], fixed)
     table("Known failures (expected)", ("op", "impl", "items", "declared"),
-          [(cell(op), cell(impl), str(len(ks)), cell(why[:200])) for op, impl, why, ks in
+          [(cell(op), cell(impl), str(len(ks)), clip(why)) for op, impl, why, ks in
            _known_groups(c.known_failures)])
     table("Beyond the factor, not significant", th, t_rows(c.uncertain))
+    if c.compared:  # the whole comparison, folded: the categories above are what moved
+        shown = c.compared[:max_lines]
+        out += ["", f"<details><summary>Compared timings ({len(c.compared)}; flagged first, "
+                    f"then by distance from x1)</summary>", "",
+                "| " + " | ".join(th + ("flag",)) + " |", "|" + "---|" * (len(th) + 1)]
+        out += ["| " + " | ".join(r + (t.change.value,)) + " |"
+                for r, t in zip(t_rows(shown), shown)]
+        if len(c.compared) > len(shown):
+            out.append(f"\n... and {len(c.compared) - len(shown)} more")
+        out += ["", "</details>"]
+    elif c.overlaps:
+        out += ["", f"No timing compared: {cell(c.vacuous_reason or '')}"]
     return "\n".join(out) + "\n"
 
 
@@ -439,7 +549,8 @@ def main(args) -> int:
     if args.format == "text":
         print("\n".join(first + [f"baseline: {terminal(describe_run(base))}",
                                   f"current:  {terminal(describe_run(cur))}"]))
-        print("\n".join(render(c, args.max_lines, code, items_code, _rates(base, cur))))
+        print("\n".join(render(c, args.max_lines, code, items_code, _rates(base, cur),
+                               args.full_reasons)))
         return code
     if args.format == "json":
         sys.stdout.write(as_json(c, code, base, cur, incomplete) + "\n")
@@ -447,7 +558,7 @@ def main(args) -> int:
         sys.stdout.write(as_csv(c, base, cur))
     else:
         sys.stdout.write(as_markdown(c, code, args.max_lines, base, cur, incomplete,
-                                     items_code))
+                                     items_code, args.full_reasons))
     for line in first:  # beside the machine-readable output, as exit 3's line
         print(f"compare: {line}", file=sys.stderr)
     if code in (3, EXIT_INCOMPLETE):

@@ -59,6 +59,16 @@ def add_arguments(p) -> None:
                         "its worker killed (default per profile: smoke and ci 300, gpu 600, "
                         "perf and nightly 900)")
     add_results_options(p)
+    add_summary_options(p)
+
+
+def add_summary_options(p) -> None:
+    g = p.add_argument_group("summary")
+    g.add_argument("--wide", action="store_true",
+                   help="the summary's table with times, launches, memory and rates, and "
+                        "whole names (wider than 100 columns)")
+    g.add_argument("--full-reasons", action="store_true",
+                   help="failure reasons and diagnoses whole, not shortened to a line")
 
 
 DEFAULT_CPU_THREADS = 1
@@ -234,7 +244,23 @@ def workers_text(pool) -> str:
             + (f" on {', '.join(gpus)}" if gpus else ""))
 
 
+def footer(rows, out_path: Path) -> list:
+    """The lines before the summary's last: the results file and, after a failing run,
+    the command that reruns exactly its failures (what the run was given, read off its
+    rows, as `summary` reads them later)."""
+    from bwd_suite.suite.reproduce import rerun_failed_of
+
+    lines = [f"results: {out_path}"]
+    command = rerun_failed_of(out_path, list(rows))
+    if command:
+        n = sum(r.counts_against for r in rows)
+        lines.append(f"rerun the {n} failing item{'s' * (n != 1)}: {command}")
+    return lines
+
+
 def main(args) -> int:
+    import time
+
     from bwd_suite.suite import results, roofline, summary
     from bwd_suite.suite.driver import Driver, Rows, Tee, count_bad
     from bwd_suite.suite.errors import SuiteInputError
@@ -275,6 +301,7 @@ def main(args) -> int:
           f"({run.device_name}){workers_text(pool)}, results -> {out_path}", file=sys.stderr)
     writer = results.ResultsWriter(out_path, overwrite=args.force, planned=plan.n_items)
     rows = Rows()
+    started = time.monotonic()
     progress = Progress(plan.n_items, args.quiet, not_here=not_here(plan, dev))
     try:
         with Driver(options(args, dev, golden_dev), run, ceilings, pool) as driver:
@@ -287,6 +314,6 @@ def main(args) -> int:
         return 130
     progress.close()
     writer.close(interrupted=len(rows) < plan.n_items)
-    print(summary.render(rows))
-    print(f"results: {out_path}")
+    print(summary.render(rows, args.wide, args.full_reasons, footer(rows, out_path),
+                         time.monotonic() - started))
     return 1 if count_bad(rows) else 0

@@ -332,3 +332,143 @@ def test_plain_external_impl_takes_the_op_of_op():
     (impl,) = impls.values()
     assert (impl.op, impl.kind, impl.origin) == ("softmax", "external",
                                                  "softmax=tests.helpers:raising")
+
+
+def test_case_ending_in_a_dollar_picks_the_whole_id_alone():
+    """A rerun command names its item by the whole id and `$`: never the ids extending it
+    (adamw/features/n7.1000-fp32 is the head of three others)."""
+    short = "adamw/features/n7.1000-fp32"
+    longer = [c.id for c in load_cases(profile="nightly") if c.id.startswith(short)]
+    assert len(longer) > 1  # the id is extended by others
+    picked = [e.case.id for e in _plan("--profile", "nightly", "--impl", "torch_ref",
+                                       "--case", short + "$")]
+    assert picked == [short]
+    assert len(list(_plan("--profile", "nightly", "--impl", "torch_ref", "--case",
+                          short))) == len(longer)
+
+
+# ------------------------------------------------------------- rerun commands (issue 40)
+
+def _rerun_row(**columns):
+    from bwd_suite.suite.outcomes import Verdict
+    from bwd_suite.suite.rows import ResultRow
+
+    base = dict(op="softmax", case_id="softmax/lengths/R13-N1-fp32",
+                case_file="softmax/basic.toml", tags=["smoke", "ci"], impl="torch_ref",
+                impl_kind="reference", device="cpu", profile="ci", det_repeats=3,
+                timing_method="perf_counter")
+    verdict = columns.pop("verdict", "fail")
+    return ResultRow(**dict(base, **columns)).finish(Verdict(verdict), "dx mismatch")
+
+
+def test_rerun_command_names_the_item_and_what_makes_it_the_same():
+    from bwd_suite.suite.reproduce import rerun_command
+
+    run = "python -m bwd_suite run --case 'softmax/lengths/R13-N1-fp32$'"
+    assert rerun_command(_rerun_row()) == f"{run} --impl torch_ref --device cpu --profile ci"
+    # checked untimed, with 2 repeats, in a --rerun-failed run (profile "rerun")
+    assert rerun_command(_rerun_row(timing_method=None, det_repeats=2, profile="rerun",
+                                    tags=["gpu"], device="cuda:1")) == (
+        f"{run} --impl torch_ref --device cuda:1 --profile gpu --repeats 2 --no-timing")
+    # an error's row cannot say whether the run timed: its command times
+    assert "--no-timing" not in rerun_command(_rerun_row(timing_method=None, verdict="error"))
+    # outside implementations keep their origin; a plain callable's name is its origin
+    assert "--impl softmax=tests.helpers:raising " in rerun_command(
+        _rerun_row(impl="tests.helpers:raising", impl_kind="external"))
+    assert "--impl causal_conv1d=tests.helpers:known_bad " in rerun_command(
+        _rerun_row(impl="tests_known_bad", impl_origin="causal_conv1d=tests.helpers:known_bad"))
+    # a case file of the user's is named; the package's are found from any folder
+    assert rerun_command(_rerun_row(case_file="mine/x.toml")).startswith(
+        "python -m bwd_suite run --cases mine/x.toml --case ")
+    assert rerun_command(_rerun_row(case_file="fuzz", profile="fuzz")) is None  # drawn
+
+
+def test_rerun_command_reads_rows_as_the_reports_hold_them(tmp_path):
+    import pandas as pd
+
+    from bwd_suite.suite.reproduce import rerun_command
+
+    path = tmp_path / "r.parquet"
+    with results.ResultsWriter(path) as w:
+        w.add(_rerun_row(timing_method=None))
+    df = results.read_results([path])
+    assert df.impl_origin.isna().all()
+    for row in (next(df.itertuples()), df.iloc[0], df.iloc[0].to_dict()):
+        assert rerun_command(row) == rerun_command(_rerun_row(timing_method=None))
+    assert rerun_command(pd.Series({"op": "softmax"})) is None
+
+
+def test_a_printed_rerun_command_reproduces_the_failure(capsys, tmp_path):
+    """Run a mutant, take the command the summary prints under one failure, run it in a
+    fresh process: the same item fails with the same reason. The command offered at the
+    end reruns exactly the failures."""
+    import shlex
+
+    import pandas as pd
+
+    out = tmp_path / "first.parquet"
+    assert main(["run", "--device", "cpu", "--profile", "smoke", "--impl",
+                 "torch_ref,mutant_softmax_dot_short", "--case", "softmax/lengths/R13-N7-",
+                 "--repeats", "2", "--no-timing", "--workers", "0", "--quiet",
+                 "--output", str(out)]) == 1
+    printed = capsys.readouterr().out.splitlines()
+    first = results.read_results([out])
+    failed = first[first.verdict == "fail"]
+    assert set(failed.impl) == {"mutant_softmax_dot_short"} and len(failed) == 3
+    commands = [ln.strip()[len("rerun: "):] for ln in printed if ln.strip().startswith("rerun: ")]
+    assert len(commands) == 3
+    words = shlex.split(commands[1])
+    assert words[:4] == ["python", "-m", "bwd_suite", "run"]
+    again = tmp_path / "again.parquet"
+    r = subprocess.run([sys.executable, *words[1:], "--output", str(again), "--quiet"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stderr
+    (row,) = results.read_results([again]).itertuples()
+    want = failed.iloc[1]
+    assert (row.case_id, row.impl, row.verdict, row.failure_kind, row.reason) == (
+        want.case_id, want.impl, "fail", want.failure_kind, want.reason)
+    assert (row.seed, row.det_repeats) == (want.seed, 2) and pd.isna(row.timing_method)
+    assert r.stdout.splitlines()[-1].startswith("0 passed, 1 failed, 0 errors")
+
+    offer = [ln for ln in printed if ln.startswith("rerun the 3 failing items: ")]
+    assert offer and printed[-1].startswith("3 passed, 3 failed, 0 errors, 0 unsupported")
+    words = shlex.split(offer[0].split(": ", 1)[1])
+    assert words[:6] == ["python", "-m", "bwd_suite", "run", "--rerun-failed", str(out)]
+    assert "--repeats" in words and "--no-timing" in words
+    rerun = tmp_path / "rerun.parquet"
+    assert main([*words[3:], "--workers", "0", "--quiet", "--output", str(rerun)]) == 1
+    capsys.readouterr()
+    assert sorted(results.read_results([rerun]).case_id) == sorted(failed.case_id)
+
+
+def test_summary_prints_a_runs_summary_again_wider_or_whole(tmp_path, capsys):
+    from bwd_suite.suite.outcomes import Verdict
+
+    long = "dx mismatch: " + " ".join(f"w{i}" for i in range(60))
+    # op "toy": no diagnosis hook in the registry to run over these fake rows
+    rows = [_rerun_row(op="toy", case_id="softmax/lengths/R13-N7-fp32", timing_method=None)
+            .finish(Verdict.FAIL, long),
+            _rerun_row(op="toy", impl="tests_known_bad", case_file="mine/x.toml",
+                       impl_origin="causal_conv1d=tests.helpers:known_bad", timing_method=None),
+            _rerun_row(op="toy", case_id="softmax/lengths/R13-N1-fp16", verdict="pass")]
+    path = tmp_path / "r.parquet"
+    with results.ResultsWriter(path) as w:
+        for r in rows:
+            w.add(r)
+    assert main(["summary", str(path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "1 passed, 2 failed, 0 errors, 0 unsupported, 0 known failures"
+    assert out[-2] == (
+        f"rerun the 2 failing items: python -m bwd_suite run --rerun-failed {path} "
+        f"--cases mine/x.toml --cases {ROOT / 'cases'} "
+        f"--impl causal_conv1d=tests.helpers:known_bad --device cpu")
+    assert "        rerun: python -m bwd_suite run --case 'softmax/lengths/R13-N7-fp32$' " \
+           "--impl torch_ref --device cpu --profile ci --no-timing" in out
+    assert not any("dev time" in ln for ln in out) and long not in out[2]
+    assert main(["summary", str(path), "--wide", "--full-reasons"]) == 1
+    out = capsys.readouterr().out
+    assert "dev time" in out and long in out
+    with results.ResultsWriter(tmp_path / "ok.parquet") as w:
+        w.add(rows[2])
+    assert main(["summary", str(tmp_path / "ok.parquet")]) == 0
+    assert "rerun the" not in capsys.readouterr().out

@@ -105,8 +105,10 @@ def test_failure_names_the_equivalent_suite_run(failure):
     words = _command(failure, "or:")
     assert words[:4] == ["python", "-m", "bwd_suite", "run"], words
     args = build_parser().parse_args(words[3:])
-    assert (args.profile, args.op, args.impl, args.case, args.device) == \
-        ("ci", "causal_conv1d", WRONG, [ITEM], "cpu")
+    # the whole id and $ (no longer --op and a substring: suite/reproduce.py builds it for
+    # every output), the item's 2 repeats and no timing, as pytest checked it
+    assert (args.profile, args.impl, args.case, args.device, args.repeats, args.no_timing) \
+        == ("ci", WRONG, [ITEM + "$"], "cpu", 2, True)
     plan = select(args).plan
     assert [e.case.id for e in plan] == [ITEM]
     assert [(i.name, i.origin) for e in plan for i in e.impls] == \

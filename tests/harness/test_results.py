@@ -12,7 +12,7 @@ import torch
 from bwd_suite.suite import registry, results
 from bwd_suite.suite.errors import SuiteInputError
 from bwd_suite.suite.roofline import Ceilings
-from bwd_suite.suite.runner import RunOptions, run_case
+from bwd_suite.suite.runner import RunOptions, item_row, run_case
 from tests.harness.test_verdicts import make_case
 
 SCHEMA_DOC = Path(__file__).resolve().parents[2] / "docs" / "results-schema.md"
@@ -186,6 +186,27 @@ def test_version_9_files_read_with_no_compute_roofline_or_ledger(rows, tmp_path)
     assert list(df.columns) == results.SCHEMA.names
     assert df[list(LEDGER_AND_COMPUTE)].isna().all().all()  # nothing derived
     assert list(df.time_median_s) == [r.time_median_s for r in rows]
+
+
+def test_version_10_files_read_with_no_implementation_origin(rows, tmp_path):
+    schema = pa.schema([f for f in results.SCHEMA if f.name != "impl_origin"],
+                       metadata={b"bwd_suite_schema_version": b"10"})
+    recs = [{k: r.to_record()[k] for k in schema.names} for r in rows]
+    pq.write_table(pa.Table.from_pylist(recs, schema=schema), tmp_path / "v10.parquet")
+    df = results.read_results([tmp_path / "v10.parquet"])
+    assert list(df.columns) == results.SCHEMA.names and df.impl_origin.isna().all()
+
+
+def test_an_outside_implementation_keeps_its_origin():
+    """A decorated outside implementation is named by its registration; the row keeps
+    the module that loads it, for the command that reruns it."""
+    impl = registry.external_implementation("tests.helpers:known_bad")
+    row = item_row(None, make_case(), impl, registry.op("causal_conv1d"), "cpu")
+    assert (row.impl, row.impl_origin) == ("tests_known_bad",
+                                           "causal_conv1d=tests.helpers:known_bad")
+    ref, = registry.select_implementations("causal_conv1d", ["torch_ref"])
+    assert item_row(None, make_case(), ref, registry.op("causal_conv1d"), "cpu") \
+        .impl_origin is None
 
 
 def test_cpu_rows_carry_tflops_and_no_compute_peak(rows, tmp_path):

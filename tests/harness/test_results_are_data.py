@@ -64,6 +64,16 @@ def test_rerun_failed_refuses_an_unknown_name_naming_the_file(tmp_path, capsys):
                    "--impl OP=module:object")
 
 
+def test_rerun_failed_names_the_origin_of_a_decorated_implementation(tmp_path, capsys):
+    """Its name (its registration) says nothing of its module: the row's origin does."""
+    row = failing("mine")
+    row.impl_origin = f"causal_conv1d={BOOM}:mine"
+    source = write(tmp_path / "nightly.parquet", [row])
+    assert main(["run", "--rerun-failed", str(source), *RERUN, "--output",
+                 str(tmp_path / "again.parquet")]) == 2
+    one_line_error(capsys, "--rerun-failed", "'mine'", f"--impl causal_conv1d={BOOM}:mine")
+
+
 @pytest.mark.parametrize("spec, workers", [
     (f"causal_conv1d={BOOM}:fn", "0"),
     (f"{BOOM}:fn", "0"),  # bound to the op of the rows that name it

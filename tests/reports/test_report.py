@@ -15,6 +15,7 @@ import pytest
 
 from bwd_suite.reports import fmt, render
 from bwd_suite.suite.regression import Rule
+from bwd_suite.suite.reproduce import rerun_command
 from bwd_suite.suite.results import read_results
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -284,7 +285,7 @@ def test_chart_draws_the_same_bytes_copies_where_the_run_timed_them(perf):
 def test_failure_metrics_and_diagnosis_equal_the_parquet(perf):
     df = with_failures(perf)
     tree = Tree(html_of(df))
-    checked = 0
+    checked = reruns = 0
     for case, impl, key, raw, node in tree.values("failures"):
         r = _row(df, case, impl)
         if key == "det_spread":
@@ -294,6 +295,10 @@ def test_failure_metrics_and_diagnosis_equal_the_parquet(perf):
             assert r["diagnosis_cause"] in node.all_text()
         elif key == "reason":
             assert node.all_text() == r["reason"]
+        elif key == "rerun":  # the command every output prints for the item (issue 40)
+            assert node.tag == "code" and node.all_text() == rerun_command(r)
+            assert node.all_text().startswith("python -m bwd_suite run --case ")
+            reruns += 1
         else:
             out = {o["name"]: o for o in r["outputs"]}[_output_of(node)]
             if key == "worst_index":
@@ -305,6 +310,7 @@ def test_failure_metrics_and_diagnosis_equal_the_parquet(perf):
             checked += 1
     n_fail = int((df.verdict == "fail").sum())
     assert checked == n_fail * 7  # err, allowed, over, max_abs, rel_l2, n_bad, worst_index
+    assert reruns == n_fail
     header = [n.all_text() for n in tree.find(lambda n: n.tag == "th")]
     assert "diagnosis" in header
 

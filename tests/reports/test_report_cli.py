@@ -116,7 +116,9 @@ def test_compare_and_report_skip_timings_after_another_flush(tmp_path, capsys):
     assert main(["compare", str(PERF), str(other)]) == 3
     out = capsys.readouterr().out
     assert f"not compared: {timed} items timed in both runs after different L2 flushes" in out
-    assert "REGRESSIONS (0)" in out and "l2_flush: " in out
+    assert "\nno verdict moved (no timing compared): no new failures" in out
+    assert "l2_flush: " in out
+    assert "compared timings: none: of the" in out
     assert out.strip().splitlines()[-1] == (
         f"result: NOT COMPARED (exit 3): no timed item could be compared: of the {timed} "
         f"items timed in both runs, {timed} after different L2 flushes (dirty -> clean): "
@@ -130,7 +132,11 @@ def test_compare_of_identical_runs_passes(tmp_path, capsys):
     copy = shutil.copy(PERF, tmp_path / "copy.parquet")
     assert main(["compare", str(PERF), str(copy)]) == 0
     out = capsys.readouterr().out
-    assert "REGRESSIONS (0)" in out and "result: ok" in out
+    assert "REGRESSIONS" not in out and "result: ok" in out
+    assert "\nnothing moved: no regressions, new failures" in out  # said, not ten empty headers
+    assert "compared timings (38, flagged ones first" in out  # the table, every item
+    assert len([ln for ln in out.splitlines() if ln.startswith("   x1.000 ")]) == 38
+    assert "geometric mean of the ratios (current / baseline): x1.000 over 38 timings" in out
 
 
 def test_compare_flags_a_new_failure_and_not_a_small_change(tmp_path, capsys):
@@ -141,7 +147,8 @@ def test_compare_flags_a_new_failure_and_not_a_small_change(tmp_path, capsys):
     path = write(df, tmp_path / "c.parquet")
     assert main(["compare", str(PERF), str(path)]) == 1
     out = capsys.readouterr().out
-    assert "NEW FAILURES (1):" in out and df.case_id[3] in out and "REGRESSIONS (0)" in out
+    assert "NEW FAILURES (1):" in out and df.case_id[3] in out and "REGRESSIONS" not in out
+    assert "\nnone: regressions, failing new cases" in out
     # a 5 % slowdown is inside the default factor, outside a factor of 1.03
     assert main(["compare", str(PERF), str(path), "--factor", "1.03"]) == 1
     assert "REGRESSIONS (1):" in capsys.readouterr().out
@@ -185,7 +192,8 @@ def test_compare_expects_known_failures_and_fails_on_an_unexpected_pass(tmp_path
     cur = dao_runs(tmp_path)
     assert main(["compare", str(GPU), str(cur)]) == 0
     out = capsys.readouterr().out
-    assert "NEW FAILURES (0)" in out and "FAILING NEW CASES (0)" in out
+    assert "NEW FAILURES" not in out and "FAILING NEW CASES" not in out
+    assert "nothing moved:" in out  # known failures are expected: no move
     assert "known failures (expected) (2):" in out and "causal_conv1d [dao]: 13 items" in out
     assert out.strip().splitlines()[-1] == ("result: ok (no regressions, no new failures); "
                                             "26 known failures (expected)")
@@ -288,3 +296,46 @@ def test_report_baseline_impl_per_op(tmp_path):
     assert main(["report", str(PERF), "--baseline-impl", "causal_conv1d=torch_tiled",
                  "-o", str(out)]) == 0
     assert 'data-baseline="torch_tiled"' in out.read_text()
+
+
+# -- a rerun command for every failure on the page (issue 40) --------------------------------
+
+def test_each_failure_on_the_page_carries_a_rerun_command_that_reproduces_it(tmp_path, capsys):
+    """A CPU run of a mutant; its page (against a baseline where the items passed) shows
+    under each failure entry and each new failure the command, as selectable code; run,
+    the command fails the same item with the same reason."""
+    import shlex
+
+    from bwd_suite.suite.outcomes import Verdict
+    from bwd_suite.suite.reproduce import rerun_command
+    from tests.reports.test_report import Tree
+
+    cur = tmp_path / "cur.parquet"
+    assert main(["run", "--device", "cpu", "--profile", "smoke", "--impl",
+                 "mutant_softmax_dot_short", "--case", "softmax/lengths/R13-N7-", "--no-timing",
+                 "--workers", "0", "--quiet", "--output", str(cur)]) == 1
+    rows = results.read_rows([cur])
+    assert [r.verdict for r in rows] == [Verdict.FAIL] * 3
+    base = tmp_path / "base.parquet"
+    with results.ResultsWriter(base) as w:
+        for r in results.read_rows([cur]):
+            w.add(r.finish(Verdict.PASS))
+    page = tmp_path / "r.html"
+    assert main(["report", str(cur), "--baseline", str(base), "-o", str(page)]) == 0
+    capsys.readouterr()
+    tree = Tree(page.read_text())
+    want = {r.case_id: rerun_command(r) for r in rows}
+    for section in ("failures", "changes"):
+        shown = {case: node.all_text() for case, impl, key, _, node in tree.values(section)
+                 if key == "rerun"}
+        assert shown == want, section
+        assert all(node.tag == "code" for *_, key, _, node in tree.values(section)
+                   if key == "rerun")
+    words = shlex.split(want[rows[1].case_id])
+    assert words[:4] == ["python", "-m", "bwd_suite", "run"]
+    again = tmp_path / "again.parquet"
+    assert main([*words[3:], "--workers", "0", "--quiet", "--output", str(again)]) == 1
+    capsys.readouterr()
+    (row,) = results.read_rows([again])
+    assert (row.case_id, row.impl, row.verdict, row.reason) == (
+        rows[1].case_id, rows[1].impl, Verdict.FAIL, rows[1].reason)

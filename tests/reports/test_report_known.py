@@ -326,3 +326,40 @@ def test_report_json_holds_the_reports_data(perf, gpu):  # noqa: F811
     for r in rows:
         want = perf[(perf.case_id == r["case_id"]) & (perf.impl == r["impl"])].iloc[0]
         assert r["median"] == want.time_median_s and r["bytes"] == want.bytes
+
+
+def test_speedups_against_a_peer_with_known_failures_are_marked_not_dropped(perf):  # noqa: F811
+    """Issue 40: with --baseline-impl cross_entropy=liger every ratio against Liger was
+    struck out and the mean read "over 0 cases", Liger's loss being a declared known
+    failure whose time is valid. Now it is shown, counted and marked; an undeclared
+    failure is still struck out and left out."""
+    df = two_ops(perf)
+    liger = df.index[df["impl"] == "liger"]
+    df.loc[liger, ["verdict", "failure_kind", "reason", "known_failure"]] = [
+        "fail", "mismatch", "loss off in its last bit", "the loss is computed in bf16"]
+    wrong = df.index[(df["op"] == "softmax") & (df["impl"] == "torch_ref")][0]
+    df.loc[wrong, ["verdict", "failure_kind", "reason"]] = ["fail", "mismatch", "dx wrong"]
+    n = len(liger)
+    report = render.build(df, options=render.Options(baseline_impl="softmax=liger"))
+    soft = [s for s in report.speedup if s.op == "softmax"][0]
+    assert soft.baseline == "liger"
+    ref, fused = soft.impls.index("torch_ref"), soft.impls.index("torch_fused_fp32")
+    assert (int(soft.n_cases[ref].raw), soft.n_known[ref]) == (n - 1, n - 1)
+    assert (int(soft.n_cases[fused].raw), soft.n_known[fused]) == (n, n)
+    assert float(soft.geomean[ref].raw) == pytest.approx(0.5)  # liger time / torch_ref time
+    cells = [row.cells[ref] for row in soft.rows]
+    assert sum(not c.valid for c in cells) == 1 and all(c.known for c in cells if c.valid)
+    assert not any(row.cells[soft.impls.index("liger")].known for row in soft.rows)
+
+    table = [t for t in Tree(render.render(report)).root.iter()
+             if t.tag == "table" and t.attrs.get("data-op") == "softmax"
+             and "data-baseline" in t.attrs][0]
+    speeds = [x for x in table.iter() if x.attrs.get("data-k") == "speedup:torch_ref"]
+    marked = [x for x in speeds if "known" in x.attrs["class"].split()]
+    struck = [x for x in speeds if "invalid" in x.attrs["class"].split()]
+    assert (len(marked), len(struck)) == (n - 1, 1)
+    assert all(x.all_text().endswith(speedup.KNOWN_MARK) for x in marked)
+    foot = [x for x in table.iter() if "data-n" in x.attrs]
+    want = {"torch_ref": f"over {n - 1} cases ({n - 1} †)",
+            "torch_fused_fp32": f"over {n} cases ({n} †)"}
+    assert [x.all_text() for x in foot] == [want[i] for i in soft.impls if i != "liger"]
