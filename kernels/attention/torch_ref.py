@@ -1,23 +1,27 @@
-"""PyTorch attention backwards, through autograd (the forward recomputed; the saved o and
-lse unused).
+"""PyTorch attention backwards on every device: the eager yardstick and SDPA's math
+backend.
 
-`torch_ref` rounds where a fused 16-bit kernel (FlashAttention) rounds, eagerly: the
-scores Q Kᵀ and the softmax in fp32 (on chip they stay in fp32 accumulators), P rounded
-to the case dtype for the products with V and dO, those products in the case dtype
-(fp32 accumulation, one rounding each); dS stays fp32 into dQ and dK. It is the
-yardstick of the tolerance rule ("at most twice the error of a PyTorch implementation in
-the same dtype", FlashAttention's rule), the same on every device. (FlashAttention's own
-`attention_ref` with upcast off also rounds the scores to 16 bits: at scores of 30 in
-bf16 that alone put dq 0.11 of its maximum off, past the bf16 ceiling.)
-`torch_math` is SDPA's math backend, which upcasts 16-bit inputs on the CPU, and
-`torch_fp32` the math backend on fp32 copies, rounded once. The fused backends
-(`torch_flash`, `torch_efficient`, `torch_cudnn`) are PyTorch's CUDA kernels, each pinned
-so that a case it cannot take is `unsupported` rather than silently run by another
-backend; `torch_sdpa` is whatever PyTorch dispatches to.
+`torch_ref` rounds where a fused 16-bit kernel (FlashAttention) rounds, in closed form
+over blocks of query rows (no autograd, so memory stays bounded: a block's scores, and
+fp32 accumulators of dk and dv per query head): the scores Q Kᵀ (from q * scale) and the
+softmax in fp32 (on chip they stay in fp32 accumulators), with softcap, bias and dropout
+in fp32; P (dropout applied) rounded to the case dtype for the products with V and dO;
+dP = dO Vᵀ rounded once to the dtype; dS in fp32 into dQ (rounded once) and into dK;
+dK and dV of each query head accumulated in fp32 over the blocks and rounded once, then
+summed over a group's heads (fp32 sum, one rounding). These are the rounding points of
+the autograd formulation it replaced (P.to(dtype) @ V with the scores in fp32). It is
+the yardstick of the tolerance rule ("at most twice the error of a PyTorch
+implementation in the same dtype", FlashAttention's rule), the same on every device.
+(FlashAttention's own `attention_ref` with upcast off also rounds the scores to 16 bits:
+at scores of 30 in bf16 that alone put dq 0.11 of its maximum off, past the bf16
+ceiling.) It uses o and lse not at all: it recomputes the softmax.
 
-Packing is an explicit boolean mask (segment equality, padding, causality folded in):
-the fused backends that take no mask refuse it. The mask is built here, not taken from
-the golden, so that a mistake in one does not cancel in the other.
+`torch_math` is SDPA's math backend through autograd (it upcasts 16-bit inputs on the
+CPU), and `torch_fp32` the math backend on fp32 copies, rounded once. They get the
+visibility as an explicit mask (`masks.sdpa_mask`: the case's attn_mask, or one built
+here for packing, windows and the bottom-right alignment; else `is_causal`, which is
+top-left). SDPA has no softcap and draws its own dropout mask: those cases are
+unsupported. PyTorch's fused backends are in sdpa.py.
 """
 
 from __future__ import annotations
@@ -29,8 +33,11 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bwd_suite.kernels.attention.masks import keep as visible, sdpa_mask
+from bwd_suite.kernels.attention.masks import keep, sdpa_mask
 from bwd_suite.suite.registry import implementation
+
+F32 = torch.float32
+BLOCK_ELEMS = 1 << 24  # fp32 scores of a block of query rows (all heads), at most
 
 
 def _grads_into(out, q, k, v, dout, forward, dtype, context=None):
@@ -43,42 +50,121 @@ def _grads_into(out, q, k, v, dout, forward, dtype, context=None):
         out[name].copy_(leaf.grad)
 
 
-def _backward(backends, q, k, v, dout, seq_idx, causal, scale, out, dtype=None):
-    """dq, dk, dv by autograd of SDPA under `backends`, in `dtype` (default: the case's)."""
-    mask = sdpa_mask(seq_idx, causal, q.shape[2], q.device)
+def _backward(backends, q, k, v, dout, seq_idx, causal, scale, out, dtype=None, *,
+              attn_mask=None, align="top_left", window_left=-1, window_right=-1):
+    """dq, dk, dv by autograd of SDPA under `backends`, in `dtype` (default: the case's).
+    The visibility is `is_causal` (top-left) where that says it all, else an explicit
+    mask: the case's attn_mask when it has one, else one built by masks.keep."""
+    dtype = dtype or q.dtype
+    mask = sdpa_mask(seq_idx, causal, q.shape[2], q.device, seq_k=k.shape[2], align=align,
+                     window_left=window_left, window_right=window_right, attn_mask=attn_mask)
+    if mask is not None and mask.is_floating_point():
+        mask = mask.to(dtype)  # an additive mask in the compute dtype, as SDPA asks
 
     def forward(qq, kk, vv):
         return F.scaled_dot_product_attention(
             qq, kk, vv, attn_mask=mask, is_causal=causal and mask is None, scale=scale,
             enable_gqa=q.shape[1] != k.shape[1])
 
-    _grads_into(out, q, k, v, dout, forward, dtype or q.dtype, sdpa_kernel(backends))
+    _grads_into(out, q, k, v, dout, forward, dtype, sdpa_kernel(backends))
+
+
+def _sdpa_supports(p: Mapping) -> Optional[str]:
+    if p["softcap"] > 0:
+        return "SDPA has no logit softcap"
+    if p["dropout"] > 0:
+        return "SDPA draws its own dropout mask and does not expose it"
+    return None
+
+
+def _grouped(t: torch.Tensor, B: int, Hkv: int) -> torch.Tensor:
+    """(B, H, ...) as (B, Hkv, G, ...): the query heads of a key/value head together; a
+    tensor of one head (a broadcast mask) as (B or 1, 1, 1, ...)."""
+    if t.shape[1] == 1:
+        return t.unsqueeze(2)
+    return t.reshape(t.shape[0], Hkv, t.shape[1] // Hkv, *t.shape[2:])
+
+
+def backward_eager(*, q, k, v, dout, seq_idx, attn_mask, dropout_mask, causal, align,
+                   window_left, window_right, softcap, scale, dropout, out,
+                   block_elems: int = BLOCK_ELEMS):
+    """The yardstick's backward (module docstring), one block of query rows at a time,
+    every (batch, head) at once."""
+    dt = q.dtype
+    B, H, Tq, d = q.shape
+    Hkv, Tk = k.shape[1], k.shape[2]
+    G = H // Hkv
+    kf, vf = k.float().unsqueeze(2), v.float().unsqueeze(2)  # (B, Hkv, 1, Tk, d)
+    dk_h = torch.zeros(B, Hkv, G, Tk, d, dtype=F32, device=q.device)
+    dv_h = torch.zeros_like(dk_h)
+    rows = max(1, min(Tq, block_elems // max(1, B * H * Tk)))
+    for r0 in range(0, Tq, rows):
+        r1 = min(Tq, r0 + rows)
+        qs = _grouped(q[:, :, r0:r1].float() * scale, B, Hkv)  # (B, Hkv, G, n, d)
+        do = _grouped(dout[:, :, r0:r1], B, Hkv)
+        s = qs @ kf.transpose(-1, -2)  # (B, Hkv, G, n, Tk) fp32, as on chip
+        t = None
+        if softcap > 0:
+            t = torch.tanh(s / softcap)
+            s = softcap * t
+        if attn_mask is None:
+            seen = keep(seq_idx, causal, Tq, Tk, q.device, align=align,
+                        window_left=window_left, window_right=window_right,
+                        rows=(r0, r1)).unsqueeze(2)
+        else:
+            m = _grouped(attn_mask[:, :, r0:r1], B, Hkv)
+            if m.dtype == torch.bool:
+                seen = m
+            else:
+                seen = torch.isfinite(m)
+                s = s + m.float().masked_fill(~seen, 0.0)
+        any_seen = seen.any(-1, keepdim=True)  # a query that sees nothing: P = 0, not NaN
+        s = s.masked_fill(~seen, float("-inf")).masked_fill(~any_seen, 0.0)
+        p = torch.softmax(s, dim=-1) * any_seen
+        z = None
+        if dropout > 0:
+            z = _grouped(dropout_mask[:, :, r0:r1], B, Hkv).float() / (1.0 - dropout)
+        pd = (p if z is None else p * z).to(dt).float()
+        dv_h += pd.transpose(-1, -2) @ do.float()
+        dp = (do.float() @ vf.transpose(-1, -2)).to(dt).float()
+        if z is not None:
+            dp = dp * z
+        ds = p * (dp - (p * dp).sum(-1, keepdim=True))
+        if t is not None:
+            ds = ds * (1.0 - t * t)
+        out["dq"][:, :, r0:r1] = ((ds @ kf) * scale).reshape(B, H, r1 - r0, d)
+        dk_h += ds.transpose(-1, -2) @ qs
+    for name, acc in (("dk", dk_h), ("dv", dv_h)):
+        per_head = acc.to(dt)
+        out[name].copy_(per_head[:, :, 0] if G == 1 else per_head.float().sum(2))
 
 
 @implementation("attention", "torch_ref", kind="native", version=torch.__version__)
-def torch_ref(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
-    """FlashAttention's rounding, eager: scores and softmax in fp32, P to the dtype"""
-    dt, G = q.dtype, q.shape[1] // k.shape[1]
-    keep = visible(seq_idx, causal, q.shape[2], q.device)
-    seen = keep.any(-1, keepdim=True)  # a query that sees nothing gets P = 0, not NaN
-
-    def forward(qq, kk, vv):
-        kk, vv = kk.repeat_interleave(G, 1), vv.repeat_interleave(G, 1)
-        scores = (qq.float() * scale) @ kk.float().transpose(-1, -2)  # fp32, as on chip
-        scores = scores.masked_fill(~keep, float("-inf")).masked_fill(~seen, 0.0)
-        return (torch.softmax(scores, dim=-1) * seen).to(dt) @ vv
-
-    _grads_into(out, q, k, v, dout, forward, dt)
+def torch_ref(*, q, k, v, o, lse, dout, seq_idx, attn_mask, dropout_mask, causal, align,
+              window_left, window_right, softcap, scale, dropout, out):
+    """FlashAttention's rounding, eager over query blocks: scores and softmax in fp32, P to
+    the dtype"""
+    backward_eager(q=q, k=k, v=v, dout=dout, seq_idx=seq_idx, attn_mask=attn_mask,
+                   dropout_mask=dropout_mask, causal=causal, align=align,
+                   window_left=window_left, window_right=window_right, softcap=softcap,
+                   scale=scale, dropout=dropout, out=out)
 
 
-@implementation("attention", "torch_math", kind="native", version=torch.__version__)
-def torch_math(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
+@implementation("attention", "torch_math", kind="native", version=torch.__version__,
+                supports=_sdpa_supports)
+def torch_math(*, q, k, v, o, lse, dout, seq_idx, attn_mask, dropout_mask, causal, align,
+               window_left, window_right, softcap, scale, dropout, out):
     """SDPA's math backend in the case dtype, through autograd"""
-    _backward([SDPBackend.MATH], q, k, v, dout, seq_idx, causal, scale, out)
-
-
-@implementation("attention", "torch_fp32", kind="reference", version=torch.__version__)
-def torch_fp32(*, q, k, v, o, lse, dout, seq_idx, causal, scale, out):
-    """SDPA's math backend on fp32 copies, rounded once at the store"""
     _backward([SDPBackend.MATH], q, k, v, dout, seq_idx, causal, scale, out,
-              dtype=torch.float32)
+              attn_mask=attn_mask, align=align, window_left=window_left,
+              window_right=window_right)
+
+
+@implementation("attention", "torch_fp32", kind="reference", version=torch.__version__,
+                supports=_sdpa_supports)
+def torch_fp32(*, q, k, v, o, lse, dout, seq_idx, attn_mask, dropout_mask, causal, align,
+               window_left, window_right, softcap, scale, dropout, out):
+    """SDPA's math backend on fp32 copies, rounded once at the store"""
+    _backward([SDPBackend.MATH], q, k, v, dout, seq_idx, causal, scale, out, dtype=F32,
+              attn_mask=attn_mask, align=align, window_left=window_left,
+              window_right=window_right)
