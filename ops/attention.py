@@ -62,6 +62,7 @@ from typing import Mapping, Optional
 import torch
 
 from bwd_suite.golden import attention as golden
+from bwd_suite.ops.attention_diagnosis import SPEC as DIAGNOSIS
 from bwd_suite.suite import inputs as mk
 from bwd_suite.suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass
 from bwd_suite.suite.params import FloatRange, IntRange, Param, ParamSet, token_unless_default
@@ -481,4 +482,5 @@ SPEC = register_op(OpSpec(
     empty_outputs=empty_outputs,
     bytes=compulsory_bytes,
     flops=flops,
+    diagnosis=DIAGNOSIS,
 ))

@@ -17,13 +17,14 @@ ops/attention_causes.py:
     store dQ
 
 in fp32, with every (batch, head) of a tile at once and the query blocks of one key block
-as one batched step (on a GPU the warps of the thread block walk them; here a tensor
-dimension: the CPU cost stays a few torch calls per key block). The visibility is its own,
-built from the attributes (never the golden's): the causal diagonal at i + off (off =
-Tk - Tq bottom-right, 0 top-left), the window around it, packing, or the explicit mask
-alone when there is one. A row that sees nothing has lse = -inf, which the kernel reads
-as +inf (FlashAttention stores INFINITY there), so that its P is 0 and its gradients are
-zero. With no bug it passes every case.
+as one batched step (the kernel walks them in a loop; batched here so that the CPU cost
+stays a few torch calls per key block: the same sums, in another fp32 order). The
+visibility is its own, built from the attributes (never the golden's): the causal
+diagonal at i + off (off = Tk - Tq bottom-right, 0 top-left), the window around it and
+packing; or the explicit mask alone when there is one (the blocks it skips included). A
+row that sees nothing has lse = -inf, which the kernel reads as +inf (FlashAttention
+stores INFINITY there), so that its P is 0 and its gradients are zero. With no bug it
+passes every case.
 
 The suite must fail every mutant on the default CI cases (mutation score 100%), and the
 cross-case diagnosis should name the planted cause: each mutant's function carries
@@ -102,15 +103,16 @@ def _seen(rules: torch.Tensor, c0: int, c1: int, seq_idx, attn_mask, device):
     return m, None
 
 
-def _query_range(rules: torch.Tensor, block_q: int) -> Optional[tuple]:
-    """The query blocks that may see some key of the block (FlashAttention's m_block_min
-    and m_block_max: from the rules alone; packing and masks act inside the tiles), as
-    rows (r0, r1), or None."""
-    rows = rules.any(-1).nonzero()
+def _query_range(may_see: torch.Tensor, block_q: int) -> Optional[tuple]:
+    """The query blocks that may see some key of the block, as rows (r0, r1), or None:
+    FlashAttention's m_block_min and m_block_max, from the rules (packing acts inside the
+    tiles), or from the explicit mask itself (block-sparse skipping, as FlexAttention's
+    block mask)."""
+    rows = may_see.reshape(-1, *may_see.shape[-2:]).any(0).any(-1).nonzero()
     if not len(rows):
         return None
     first, last = int(rows[0]), int(rows[-1])
-    return first // block_q * block_q, min(rules.shape[0], (last // block_q + 1) * block_q)
+    return first // block_q * block_q, min(may_see.shape[-2], (last // block_q + 1) * block_q)
 
 
 def backward_tiled(*, q, k, v, o, lse, dout, out, causal, scale, seq_idx=None,
@@ -144,7 +146,7 @@ def backward_tiled(*, q, k, v, o, lse, dout, out, causal, scale, seq_idx=None,
         rules = _rules(c0, c1, Tq, Tk, causal, align, window_left, window_right, bugs,
                        q.device)
         seen, bias = _seen(rules, c0, c1, seq_idx, attn_mask, q.device)
-        rows = _query_range(rules, block_q)
+        rows = _query_range(rules if attn_mask is None else seen, block_q)
         if rows is not None:
             r0, r1 = rows
             qb, dob = qf[:, :, r0:r1], dof[:, :, r0:r1]
