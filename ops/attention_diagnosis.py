@@ -197,11 +197,29 @@ def saved_backward(p: Mapping, t: Mapping, attrs: Mapping, off: int, lo, hi,
 
 # ---------------------------------------------------------------- case features
 
+# the parameters that rows stored before seq_q, seq_k and the features existed lack, at
+# the values those runs had (one length for both; no alignment, window, softcap, mask or
+# dropout): a stored run stays readable by the run-level diagnosis
+_BEFORE_FEATURES = {"align": "top_left", "window_left": -1, "window_right": -1,
+                    "softcap": 0.0, "mask": "none", "mask_heads": 1, "mask_scale": 1.0,
+                    "dropout": 0.0}
+
+
+def with_defaults(p: Mapping) -> dict:
+    """The case parameters, those of older stored rows completed (_BEFORE_FEATURES)."""
+    full = {**_BEFORE_FEATURES, **p}
+    if "seq" in p:
+        full.setdefault("seq_q", p["seq"])
+        full.setdefault("seq_k", p["seq"])
+    return full
+
+
 def _scale(p: Mapping) -> float:
     return p["softmax_scale"] or 1.0 / math.sqrt(p["head_dim"])
 
 
 def case_features(p: Mapping) -> dict:
+    p = with_defaults(p)
     Tq, Tk = p["seq_q"], p["seq_k"]
     rules = p["mask"] == "none"  # an explicit mask holds the whole visibility
     windowed = p["window_left"] >= 0 or p["window_right"] >= 0
@@ -264,6 +282,7 @@ PERIODS = {"query": (BLOCK_Q,), "key": (BLOCK_K,)}
 
 
 def shapes(p: Mapping) -> dict:
+    p = with_defaults(p)
     B, d = p["batch"], p["head_dim"]
     kv = (B, p["kv_heads"], p["seq_k"], d)
     return {"dq": (B, p["heads"], p["seq_q"], d), "dk": kv, "dv": kv}

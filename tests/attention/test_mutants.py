@@ -272,3 +272,14 @@ def test_noise_everywhere_is_unclassified():
     impl = Implementation(op="attention", name="noisy", fn=noisy, kind="external")
     row = run_item(CaseContext(SPEC, case, OPTS), impl, None, CEIL, {})
     assert row.verdict == "fail" and row.diagnosis_cause is None, row.diagnosis
+
+
+def test_rows_stored_before_the_features_keep_their_features():
+    # a run stored with one length `seq` and none of the feature parameters
+    new = ("seq_q", "seq_k", "align", "window_left", "window_right", "softcap", "mask",
+           "mask_heads", "mask_scale", "dropout")
+    old = {k: v for k, v in params(seq_q=40, seq_k=40).items() if k not in new}
+    old["seq"] = 40
+    f = SPEC.diagnosis.case_features(old)
+    assert f["seq_q"] == f["seq_k"] == 40 and not f["unequal"] and not f["windowed"]
+    assert SPEC.diagnosis.shapes(old)["dk"][2] == 40
