@@ -86,10 +86,10 @@ def _grouped(t: torch.Tensor, B: int, Hkv: int) -> torch.Tensor:
 
 
 def backward_eager(*, q, k, v, dout, seq_idx, attn_mask, dropout_mask, causal, align,
-                   window_left, window_right, softcap, scale, dropout, out,
+                   window_left, window_right, softcap, scale, dropout, out, o=None, lse=None,
                    block_elems: int = BLOCK_ELEMS):
     """The yardstick's backward (module docstring), one block of query rows at a time,
-    every (batch, head) at once."""
+    every (batch, head) at once; o and lse unused (the softmax is recomputed)."""
     dt = q.dtype
     B, H, Tq, d = q.shape
     Hkv, Tk = k.shape[1], k.shape[2]
@@ -144,8 +144,8 @@ def torch_ref(*, q, k, v, o, lse, dout, seq_idx, attn_mask, dropout_mask, causal
               window_left, window_right, softcap, scale, dropout, out):
     """FlashAttention's rounding, eager over query blocks: scores and softmax in fp32, P to
     the dtype"""
-    backward_eager(q=q, k=k, v=v, dout=dout, seq_idx=seq_idx, attn_mask=attn_mask,
-                   dropout_mask=dropout_mask, causal=causal, align=align,
+    backward_eager(q=q, k=k, v=v, o=o, lse=lse, dout=dout, seq_idx=seq_idx,
+                   attn_mask=attn_mask, dropout_mask=dropout_mask, causal=causal, align=align,
                    window_left=window_left, window_right=window_right, softcap=softcap,
                    scale=scale, dropout=dropout, out=out)
 

@@ -268,6 +268,11 @@ def test_fuzz_bounds_count_the_bias_and_the_cap():
     assert bounds(big_bias, "cpu")[0] == "mask_scale"
     assert bounds(dict(big_bias, softcap=20.0), "cpu") is None  # the cap bounds the scores
     assert bounds(params(dtype="bfloat16", logit_scale=30.0), "cpu")[0] == "logit_scale"
+    # a cap far below the scores: tanh saturates and the gradient vanishes (fuzzed
+    # torch_ref: dq 0 against 1e-18 at a cap of 0.0034 on scores of 0.12)
+    tiny_cap = params(dtype="bfloat16", head_dim=1, softmax_scale=0.12, softcap=0.0034)
+    assert bounds(tiny_cap, "cpu")[0] == "softcap"
+    assert bounds(dict(tiny_cap, softcap=0.02), "cpu") is None
 
 
 # ---------------------------------------------------------------- through the runner
@@ -379,3 +384,57 @@ def test_d_from_the_saved_o_passes_only_through_the_alternate_golden():
     assert _run(case, impl, spec=one_truth).verdict == "fail"
     # the exact-D implementations pass as well
     assert _run(case, _impls()["torch_ref"]).verdict == "pass"
+
+
+# ---------------------------------------------------------------- the case files
+
+CI_NEEDS = {
+    "Tq < Tk, bottom-right": lambda p: p["seq_q"] < p["seq_k"] and p["align"] == "bottom_right",
+    "Tq > Tk, bottom-right (empty rows)": lambda p: p["seq_q"] > p["seq_k"]
+    and p["align"] == "bottom_right" and p["causal"],
+    "Tq > Tk, top-left": lambda p: p["seq_q"] > p["seq_k"] and p["align"] == "top_left",
+    "a left window": lambda p: p["window_left"] >= 0,
+    "a right window": lambda p: p["window_right"] >= 0,
+    "softcap": lambda p: p["softcap"] > 0,
+    "a boolean mask per head": lambda p: p["mask"] == "bool" and p["mask_heads"] > 1,
+    "an additive mask": lambda p: p["mask"] == "additive",
+    "large additive biases": lambda p: p["mask"] == "additive" and p["mask_scale"] >= 10,
+    "dropout": lambda p: p["dropout"] > 0,
+    "packed padding": lambda p: p["packing"] == "packed_padded",
+    "MQA": lambda p: p["kv_heads"] == 1 and p["heads"] > 1,
+    "GQA": lambda p: 1 < p["kv_heads"] < p["heads"],
+    "bhsd": lambda p: p["layout"] == "bhsd",
+    "(1023, 1024)": lambda p: (p["seq_q"], p["seq_k"]) == (1023, 1024),
+    "(1024, 1023)": lambda p: (p["seq_q"], p["seq_k"]) == (1024, 1023),
+    **{f"({q}, {k})": (lambda q, k: lambda p: (p["seq_q"], p["seq_k"]) == (q, k))(q, k)
+       for q, k in ((1, 239), (3, 799), (127, 513), (113, 203))},
+    **{dt: (lambda dt: lambda p: p["dtype"] == dt)(dt)
+       for dt in ("float32", "float16", "bfloat16")},
+}
+HEAD_DIMS = (32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 224, 256)
+
+
+def test_the_ci_profile_holds_every_feature():
+    from bwd_suite.suite.cases import load_cases
+    cases = [c.params for c in load_cases(op="attention", profile="ci")]
+    missing = [what for what, has in CI_NEEDS.items() if not any(has(p) for p in cases)]
+    assert not missing, missing
+
+
+def test_the_gpu_profile_holds_every_head_dim_and_tile_edge():
+    from bwd_suite.suite.cases import load_cases
+    cases = [c.params for c in load_cases(op="attention", profile="gpu")]
+    assert {d for d in HEAD_DIMS if any(p["head_dim"] == d for p in cases)} == set(HEAD_DIMS)
+    for n in (63, 64, 65, 127, 128, 129, 255, 256, 257, 1023, 1024, 1025):
+        assert any(p["seq_q"] == n for p in cases) and any(p["seq_k"] == n for p in cases), n
+    assert len(cases) < 400  # a few hundred items an implementation
+
+
+def test_the_perf_profile_holds_the_benchmark_shapes():
+    from bwd_suite.suite.cases import load_cases
+    shapes = {(p["batch"], p["seq_q"], p["heads"], p["kv_heads"], p["head_dim"], p["causal"])
+              for p in (c.params for c in load_cases(op="attention", profile="perf"))}
+    for causal in (True, False):
+        assert {(4, 4096, 32, 8, 128, causal), (2, 8192, 32, 8, 128, causal),
+                (1, 32768, 32, 8, 128, causal)} <= shapes
+    assert {(8, 1024, 12, 12, 64, True), (8, 1024, 25, 25, 64, True)} <= shapes
