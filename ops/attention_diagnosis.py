@@ -17,7 +17,10 @@ the same backward without it, so that the rounding of the saved o and lse cancel
     narrower at either edge.
 
 Each says "error = 1 x term" when its hypothesis is the bug. A hypothesis that changes
-the visibility needs a pass of its own; the others share one. Terms are computed for
+the visibility needs a pass of its own, and a second one with the forward recomputed under
+it (lse and o of the wrong visibility: a kernel whose own forward has the bug too, as a
+two-phase implementation's, or that recomputes the softmax) against the golden; the
+others share one pass. Terms are computed for
 CPU-sized cases only (MAX_TERM_SCORES): each pass is a float64 backward.
 
 The causes and the tile sizes they are stated in (BLOCK_K, BLOCK_Q) are in
@@ -128,10 +131,12 @@ def visibility(p: Mapping, t: Mapping, b: int, heads: slice, off: int, lo, hi) -
 
 # ---------------------------------------------------------------- the saved-statistics backward
 
-def _heads(t: Mapping, attrs: Mapping, b: int, heads: slice, seen, bias, d_modes) -> tuple:
+def _heads(t: Mapping, attrs: Mapping, b: int, heads: slice, seen, bias, d_modes,
+           recompute: bool = False) -> tuple:
     """dv (n, Tk, d) and {mode: (dq (n, Tq, d), dk (n, Tk, d))} of a slice of n query
-    heads from the saved lse and o, in float64; modes of D: rows (rowsum(dO * o)), zero,
-    columns (sum of P * dP over the queries)."""
+    heads from the saved lse and o (`recompute`: from lse and o of the forward under this
+    visibility), in float64; modes of D: rows (rowsum(dO * o)), zero, columns (sum of
+    P * dP over the queries)."""
     G = t["q"].shape[1] // t["k"].shape[1]
     kv = torch.arange(t["q"].shape[1])[heads] // G
     q, k, v = t["q"][b, heads], t["k"][b, kv], t["v"][b, kv]
@@ -144,12 +149,16 @@ def _heads(t: Mapping, attrs: Mapping, b: int, heads: slice, seen, bias, d_modes
         s = cap * tanh
     if bias is not None:
         s = s + bias
-    lse = t["lse"][b, heads].unsqueeze(-1)
+    s = s.masked_fill(~seen, -math.inf)
+    lse = torch.logsumexp(s, -1, keepdim=True) if recompute else \
+        t["lse"][b, heads].unsqueeze(-1)
     lse = lse.masked_fill(lse == -math.inf, math.inf)  # a row that sees nothing: P = 0
-    p = torch.exp(s.masked_fill(~seen, -math.inf) - lse)
+    p = torch.exp(s - lse)
     z = None
     if drop > 0:
         z = t["dropout_mask"][b, heads].to(F64) / (1.0 - drop)
+    if recompute:
+        o = (p if z is None else p * z) @ v
     dv = (p if z is None else p * z).transpose(-1, -2) @ do
     dp = do @ v.transpose(-1, -2)
     if z is not None:
@@ -166,10 +175,13 @@ def _heads(t: Mapping, attrs: Mapping, b: int, heads: slice, seen, bias, d_modes
 
 
 def saved_backward(p: Mapping, t: Mapping, attrs: Mapping, off: int, lo, hi,
-                   d_modes=("rows",), first_head: bool = False) -> dict:
+                   d_modes=("rows",), first_head: bool = False,
+                   recompute: bool = False) -> dict:
     """{name: {"dq", "dk", "dv"}} in float64 for each mode of D (name = the mode), and
     "first_head" (dk, dv of each key/value head from the first query head of its group
-    alone) when asked; query heads in slices of at most CHUNK_SCORES scores."""
+    alone) when asked; query heads in slices of at most CHUNK_SCORES scores. With
+    `recompute`, lse and o are those of the forward under this visibility (a kernel whose
+    forward has the bug as well, or that recomputes it), not the saved ones."""
     B, H, Tq, d = t["q"].shape
     Hkv, Tk = t["k"].shape[1], t["k"].shape[2]
     G = H // Hkv
@@ -181,7 +193,7 @@ def saved_backward(p: Mapping, t: Mapping, attrs: Mapping, off: int, lo, hi,
         for h0 in range(0, H, n):
             heads = slice(h0, min(H, h0 + n))
             seen, bias = visibility(p, t, b, heads, off, lo, hi)
-            dv, grads = _heads(t, attrs, b, heads, seen, bias, d_modes)
+            dv, grads = _heads(t, attrs, b, heads, seen, bias, d_modes, recompute)
             for m, (dq, dk) in grads.items():
                 res[m]["dq"][b, heads] = dq
                 res[m]["dk"][b, heads] = dk
@@ -361,10 +373,18 @@ def terms(p: Mapping, t: Mapping, attrs: Mapping, ev: Evidence) -> dict:
         for o in wrong & {"dk", "dv"}:
             found[o].append(Term("gqa_first_head", "the other query heads' share of the group",
                                  res["first_head"][o] - base[o]))
-    for name, (words, off, lo, hi) in _hypotheses(p).items():
+    hypotheses = _hypotheses(p)
+    if hypotheses:
+        # the same with the forward recomputed: minus the case's own recomputed backward
+        # (the golden, up to float64 rounding), not the saved statistics' one
+        fresh = saved_backward(p, t, attrs, offset(p), *band(p), recompute=True)["rows"]
+    for name, (words, off, lo, hi) in hypotheses.items():
         other = saved_backward(p, t, attrs, off, lo, hi)["rows"]
+        other_fresh = saved_backward(p, t, attrs, off, lo, hi, recompute=True)["rows"]
         for o in wrong:
             found[o].append(Term(name, words, other[o] - base[o]))
+            found[o].append(Term(f"{name}_forward", f"{words}, the forward's as well",
+                                 other_fresh[o] - fresh[o]))
     return found
 
 

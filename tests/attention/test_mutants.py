@@ -18,6 +18,7 @@ from types import MappingProxyType
 import pytest
 import torch
 
+from bwd_suite.golden import attention as golden
 from bwd_suite.kernels.mutants import attention as zoo
 from bwd_suite.ops import attention_diagnosis as diag
 from bwd_suite.ops.attention_causes import BLOCK_K
@@ -197,10 +198,27 @@ def test_the_saved_statistics_backward_equals_the_golden(name):
     p, inp = inputs(**FEATURES[name])
     t64 = {k: v.double() if v is not None and v.is_floating_point() else v
            for k, v in inp.tensors.items()}
-    got = diag.saved_backward(p, t64, inp.attrs, diag.offset(p), *diag.band(p))["rows"]
     gold = truth(inp)
-    for o in gold:
-        assert rel_err(got[o], gold[o]) < 1e-5, (o, rel_err(got[o], gold[o]))
+    for recompute in (False, True):
+        got = diag.saved_backward(p, t64, inp.attrs, diag.offset(p), *diag.band(p),
+                                  recompute=recompute)["rows"]
+        for o in gold:
+            err = rel_err(got[o], gold[o])
+            assert err < (1e-12 if recompute else 1e-5), (o, recompute, err)
+
+
+def test_a_bug_in_the_forward_too_is_the_golden_of_the_other_visibility():
+    """A two-phase implementation whose forward has the wrong corner as well: the error is
+    the golden of the other corner minus the golden, a term of its own."""
+    kw = FEATURES["mqa-bottom-right"]
+
+    def both(**a):  # forward and backward of the other corner (top-left)
+        q, k, v = (a[n].double() for n in ("q", "k", "v"))
+        o, lse = golden.forward(q, k, v, a["scale"], a["causal"], align="top_left")
+        zoo.clean(**dict(a, align="top_left", o=o.to(a["o"].dtype), lse=lse.float()))
+    row = run_fn(both, **kw)
+    assert row.diagnosis_cause == "causal_corner", row.diagnosis
+    assert "the forward's as well" in row.diagnosis, row.diagnosis
 
 
 def test_rows_without_a_key_in_closed_form():
@@ -217,13 +235,16 @@ def test_rows_without_a_key_in_closed_form():
 
 # ---------------------------------------------------------------- 4. the diagnosis
 
-def run(bug, **kw):
+def run_fn(fn, **kw):
     p = params(**kw)
     case = Case(op="attention", group="diag", id="attention/diag/x", tags=frozenset({"ci"}),
                 params=MappingProxyType(p), seed=5, file="<test>")
-    impl = Implementation(op="attention", name="planted", kind="external",
-                          fn=lambda **a: zoo.backward_tiled(**a, bugs=frozenset({bug})))
+    impl = Implementation(op="attention", name="planted", kind="external", fn=fn)
     return run_item(CaseContext(SPEC, case, OPTS), impl, None, CEIL, {})
+
+
+def run(bug, **kw):
+    return run_fn(lambda **a: zoo.backward_tiled(**a, bugs=frozenset({bug})), **kw)
 
 
 @pytest.mark.parametrize("bug, kw, cause, words", [
@@ -266,11 +287,7 @@ def test_noise_everywhere_is_unclassified():
         g = torch.Generator().manual_seed(2)
         for o in ("dq", "dk", "dv"):
             kw["out"][o].add_(torch.randn(kw["out"][o].shape, generator=g))
-    p = params(**FEATURES["full-gqa"])
-    case = Case(op="attention", group="diag", id="attention/diag/x", tags=frozenset({"ci"}),
-                params=MappingProxyType(p), seed=5, file="<test>")
-    impl = Implementation(op="attention", name="noisy", fn=noisy, kind="external")
-    row = run_item(CaseContext(SPEC, case, OPTS), impl, None, CEIL, {})
+    row = run_fn(noisy, **FEATURES["full-gqa"])
     assert row.verdict == "fail" and row.diagnosis_cause is None, row.diagnosis
 
 
