@@ -63,6 +63,7 @@ from typing import Mapping, Optional
 import torch
 
 from bwd_suite.golden import attention as golden
+from bwd_suite.ops.attention_diagnosis import SPEC as DIAGNOSIS
 from bwd_suite.suite import inputs as mk
 from bwd_suite.suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass
 from bwd_suite.suite.params import FloatRange, IntRange, Param, ParamSet, token_unless_default
@@ -535,4 +536,5 @@ SPEC = register_op(OpSpec(
     flops=flops,
     memory_bounds=memory_bounds,
     batch_variant=batch_variant,
+    diagnosis=DIAGNOSIS,
 ))

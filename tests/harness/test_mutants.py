@@ -9,6 +9,7 @@ import torch
 
 from bwd_suite.kernels.causal_conv1d.tiled import Bug
 from bwd_suite.kernels.mutants import adamw as adamw_zoo
+from bwd_suite.kernels.mutants import attention as attention_zoo
 from bwd_suite.kernels.mutants import causal_conv1d as conv_zoo
 from bwd_suite.kernels.mutants import cross_entropy as ce_zoo
 from bwd_suite.kernels.mutants import layer_norm as ln_zoo
@@ -27,12 +28,12 @@ from bwd_suite.suite.runner import CaseContext, RunOptions, run_item
 CPU = torch.device("cpu")
 CEIL = Ceilings(device_name="cpu", copy_gbps=None, copy_source="none", peak_tflops=None)
 OPTS = RunOptions(device=CPU, golden_device=CPU, repeats=1, timing=False)
-OPS = ("adamw", "causal_conv1d", "cross_entropy", "layer_norm", "softmax")
+OPS = ("adamw", "attention", "causal_conv1d", "cross_entropy", "layer_norm", "softmax")
 # per op: its zoo module, the model without a bug (to check the catching case is fair)
-ZOOS = {"adamw": adamw_zoo, "causal_conv1d": conv_zoo, "cross_entropy": ce_zoo,
-        "layer_norm": ln_zoo, "softmax": sm_zoo}
-MIN_MUTANTS = {"adamw": 9, "causal_conv1d": 12, "cross_entropy": 8, "layer_norm": 8,
-               "softmax": 8}
+ZOOS = {"adamw": adamw_zoo, "attention": attention_zoo, "causal_conv1d": conv_zoo,
+        "cross_entropy": ce_zoo, "layer_norm": ln_zoo, "softmax": sm_zoo}
+MIN_MUTANTS = {"adamw": 9, "attention": 8, "causal_conv1d": 12, "cross_entropy": 8,
+               "layer_norm": 8, "softmax": 8}
 
 
 def _clean(op):
@@ -102,6 +103,16 @@ EXPECTED_OUTPUT = {
     "mutant_ce_softcap_derivative_missing": "dlogits",
     "mutant_ce_empty_mean_nan": "loss",
     "mutant_ce_lse_in_logits_dtype": "loss",
+    "mutant_attn_causal_wrong_corner": "dq",
+    "mutant_attn_gqa_first_head_only": "dk",
+    "mutant_attn_ds_scale_missing": "dq",
+    "mutant_attn_ds_scale_twice": "dk",
+    "mutant_attn_d_missing": "dq",
+    "mutant_attn_d_over_queries": "dk",
+    "mutant_attn_empty_rows_nan": "dq",
+    "mutant_attn_dk_dv_swapped": "dv",
+    "mutant_attn_last_key_block_dropped": "dk",
+    "mutant_attn_window_left_exclusive": "dv",
 }
 # the bugs issue 5 asks for, each planted by some mutant
 ISSUE_BUGS = {Bug.NO_RIGHT_HALO, Bug.HALO_IN_DWEIGHT, Bug.SILU_NO_BIAS,

@@ -1,0 +1,479 @@
+"""What the attention op's axes and features mean to the failure diagnosis.
+
+dq has the axes (batch, head, query, dim), dk and dv (batch, kv_head, key, dim). The
+period search of `suite/diagnosis/` finds where along them the wrong elements sit (the
+keys past the last multiple of the key block, fixed rows of each query block, ...); this
+module adds one region (the queries that see no key), the reference terms, the case
+features, the causes and the rules from evidence to cause.
+
+Terms are the float64 backward a FlashAttention-style kernel computes from the saved
+statistics (P = exp(S - lse), D = rowsum(dO * o)), under the hypothesis of each bug minus
+the same backward without it, so that the rounding of the saved o and lse cancels:
+
+    the gradient itself (a constant factor), times (scale - 1) (the scale applied twice in
+    dS) or (1/scale - 1) (left out); D = 0; D as a column sum over the queries; dk and dv
+    of each key/value head from the first query head of its group; dv - dk and dk - dv
+    (swapped); the visibility of the other causal corner; the window one key wider or
+    narrower at either edge.
+
+Each says "error = 1 x term" when its hypothesis is the bug. A hypothesis that changes
+the visibility needs a pass of its own, and a second one with the forward recomputed under
+it (lse and o of the wrong visibility: a kernel whose own forward has the bug too, as a
+two-phase implementation's, or that recomputes the softmax) against the golden; the
+others share one pass. Terms are computed for
+CPU-sized cases only (MAX_TERM_SCORES): each pass is a float64 backward.
+
+The causes and the tile sizes they are stated in (BLOCK_K, BLOCK_Q) are in
+ops/attention_causes.py, shared with the mutants that plant them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Optional
+
+import torch
+
+from bwd_suite.ops.attention_causes import BLOCK_K, BLOCK_Q, Cause
+from bwd_suite.suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, CauseSpec,
+                                       DiagnosisSpec, Evidence, Feature, Region, Rule, Term,
+                                       fallback, generic_causes)
+
+F64 = torch.float64
+# score elements (batch x heads x Tq x Tk) up to which terms are computed: a pass costs a
+# float64 backward, a handful of them per failing item (the ci cases are below 1/4 of it)
+MAX_TERM_SCORES = 1 << 23
+CHUNK_SCORES = 1 << 20  # scores of the query heads computed at once (8 MB a temporary)
+OUTPUTS = ("dq", "dk", "dv")
+
+
+# ---------------------------------------------------------------- visibility
+
+def offset(p: Mapping, align: Optional[str] = None) -> int:
+    """Key j = i + offset is the last one query i sees under causality."""
+    align = align or p["align"]
+    return p["seq_k"] - p["seq_q"] if align == "bottom_right" else 0
+
+
+def band(p: Mapping) -> tuple:
+    """(lo, hi) of j - i - offset that the rules allow; None where unbounded."""
+    lo = -p["window_left"] if p["window_left"] >= 0 else None
+    his = [h for h in (0 if p["causal"] else None,
+                       p["window_right"] if p["window_right"] >= 0 else None)
+           if h is not None]
+    return lo, min(his) if his else None
+
+
+def row_bounds(Tq: int, Tk: int, off: int, lo: Optional[int], hi: Optional[int],
+               device=None) -> tuple:
+    """(first, last) int64 (Tq): the keys query i sees by the rules (none: first > last)."""
+    c = torch.arange(Tq, device=device, dtype=torch.int64) + off
+    first = (c + lo).clamp_min(0) if lo is not None else torch.zeros_like(c)
+    last = (c + hi).clamp_max(Tk - 1) if hi is not None else torch.full_like(c, Tk - 1)
+    return first, last
+
+
+def segment_bounds(seg: torch.Tensor) -> tuple:
+    """(first, last) int64 of each token's segment, per row of seq_idx (B, T): segments
+    are contiguous runs."""
+    B, T = seg.shape
+    pos = torch.arange(T, device=seg.device).expand(B, T)
+    change = torch.ones_like(seg, dtype=torch.bool)
+    change[:, 1:] = seg[:, 1:] != seg[:, :-1]
+    first = torch.where(change, pos, 0).cummax(1).values
+    end = torch.ones_like(change)
+    end[:, :-1] = change[:, 1:]
+    last = torch.where(end, pos, T).flip(1).cummin(1).values.flip(1)
+    return first, last
+
+
+def seen_rows(p: Mapping, t: Mapping) -> torch.Tensor:
+    """(B or 1, H or 1, Tq) bool: the query sees some key (closed form, no Tq x Tk)."""
+    mask = t.get("attn_mask")
+    if mask is not None:
+        return (mask if mask.dtype == torch.bool else torch.isfinite(mask)).any(-1)
+    first, last = row_bounds(p["seq_q"], p["seq_k"], offset(p), *band(p))
+    seq_idx = t.get("seq_idx")
+    if seq_idx is None:
+        return (first <= last)[None, None]
+    seg = seq_idx.long().cpu()
+    s_first, s_last = segment_bounds(seg)
+    return ((torch.maximum(first, s_first) <= torch.minimum(last, s_last))
+            & (seg >= 0))[:, None]
+
+
+def visibility(p: Mapping, t: Mapping, b: int, heads: slice, off: int, lo, hi) -> tuple:
+    """(seen (n or 1, Tq, Tk) bool, bias or None) of batch b and a slice of query heads:
+    the rules with the given offset and band, or the explicit mask as it is."""
+    mask = t.get("attn_mask")
+    if mask is not None:
+        m = mask[min(b, mask.shape[0] - 1)]
+        m = m[heads] if m.shape[0] > 1 else m
+        if m.dtype == torch.bool:
+            return m, None
+        seen = torch.isfinite(m)
+        return seen, m.masked_fill(~seen, 0.0)
+    Tq, Tk = p["seq_q"], p["seq_k"]
+    device = t["q"].device
+    rel = torch.arange(Tk, device=device)[None, :] - torch.arange(Tq, device=device)[:, None] \
+        - off
+    m = torch.ones(Tq, Tk, dtype=torch.bool, device=device)
+    if lo is not None:
+        m &= rel >= lo
+    if hi is not None:
+        m &= rel <= hi
+    seq_idx = t.get("seq_idx")
+    if seq_idx is not None:
+        s = seq_idx[b].long().to(device)
+        m &= (s[:, None] == s[None, :]) & (s[:, None] >= 0)
+    return m[None], None
+
+
+# ---------------------------------------------------------------- the saved-statistics backward
+
+def _heads(t: Mapping, attrs: Mapping, b: int, heads: slice, seen, bias, d_modes,
+           recompute: bool = False) -> tuple:
+    """dv (n, Tk, d) and {mode: (dq (n, Tq, d), dk (n, Tk, d))} of a slice of n query
+    heads from the saved lse and o (`recompute`: from lse and o of the forward under this
+    visibility), in float64; modes of D: rows (rowsum(dO * o)), zero, columns (sum of
+    P * dP over the queries)."""
+    G = t["q"].shape[1] // t["k"].shape[1]
+    kv = torch.arange(t["q"].shape[1])[heads] // G
+    q, k, v = t["q"][b, heads], t["k"][b, kv], t["v"][b, kv]
+    do, o = t["dout"][b, heads], t["o"][b, heads]
+    scale, cap, drop = attrs["scale"], attrs.get("softcap", 0.0), attrs.get("dropout", 0.0)
+    s = (q @ k.transpose(-1, -2)) * scale
+    tanh = None
+    if cap > 0:
+        tanh = torch.tanh(s / cap)
+        s = cap * tanh
+    if bias is not None:
+        s = s + bias
+    s = s.masked_fill(~seen, -math.inf)
+    lse = torch.logsumexp(s, -1, keepdim=True) if recompute else \
+        t["lse"][b, heads].unsqueeze(-1)
+    lse = lse.masked_fill(lse == -math.inf, math.inf)  # a row that sees nothing: P = 0
+    p = torch.exp(s - lse)
+    z = None
+    if drop > 0:
+        z = t["dropout_mask"][b, heads].to(F64) / (1.0 - drop)
+    if recompute:
+        o = (p if z is None else p * z) @ v
+    dv = (p if z is None else p * z).transpose(-1, -2) @ do
+    dp = do @ v.transpose(-1, -2)
+    if z is not None:
+        dp = dp * z
+    found = {}
+    for mode in d_modes:
+        D = {"rows": lambda: (do * o).sum(-1, keepdim=True), "zero": lambda: 0.0,
+             "columns": lambda: (p * dp).sum(-2, keepdim=True)}[mode]()
+        ds = p * (dp - D)
+        if tanh is not None:
+            ds = ds * (1.0 - tanh * tanh)
+        found[mode] = (scale * (ds @ k), scale * (ds.transpose(-1, -2) @ q))
+    return dv, found
+
+
+def saved_backward(p: Mapping, t: Mapping, attrs: Mapping, off: int, lo, hi,
+                   d_modes=("rows",), first_head: bool = False,
+                   recompute: bool = False) -> dict:
+    """{name: {"dq", "dk", "dv"}} in float64 for each mode of D (name = the mode), and
+    "first_head" (dk, dv of each key/value head from the first query head of its group
+    alone) when asked; query heads in slices of at most CHUNK_SCORES scores. With
+    `recompute`, lse and o are those of the forward under this visibility (a kernel whose
+    forward has the bug as well, or that recomputes it), not the saved ones."""
+    B, H, Tq, d = t["q"].shape
+    Hkv, Tk = t["k"].shape[1], t["k"].shape[2]
+    G = H // Hkv
+    # dk, dv per query head, summed over each group at the end
+    res = {m: {"dq": torch.zeros_like(t["q"]), "dk": t["q"].new_zeros(B, H, Tk, d),
+               "dv": t["q"].new_zeros(B, H, Tk, d)} for m in d_modes}
+    n = max(1, CHUNK_SCORES // (Tq * Tk))
+    for b in range(B):
+        for h0 in range(0, H, n):
+            heads = slice(h0, min(H, h0 + n))
+            seen, bias = visibility(p, t, b, heads, off, lo, hi)
+            dv, grads = _heads(t, attrs, b, heads, seen, bias, d_modes, recompute)
+            for m, (dq, dk) in grads.items():
+                res[m]["dq"][b, heads] = dq
+                res[m]["dk"][b, heads] = dk
+                res[m]["dv"][b, heads] = dv
+    if first_head:
+        first = res[d_modes[0]]
+        res["first_head"] = {o: first[o][:, ::G].clone() for o in ("dk", "dv")}
+    for m in d_modes:
+        for o in ("dk", "dv"):
+            res[m][o] = res[m][o].view(B, Hkv, G, Tk, d).sum(2)
+    return res
+
+
+# ---------------------------------------------------------------- case features
+
+# the parameters that rows stored before seq_q, seq_k and the features existed lack, at
+# the values those runs had (one length for both; no alignment, window, softcap, mask or
+# dropout): a stored run stays readable by the run-level diagnosis
+_BEFORE_FEATURES = {"align": "top_left", "window_left": -1, "window_right": -1,
+                    "softcap": 0.0, "mask": "none", "mask_heads": 1, "mask_scale": 1.0,
+                    "dropout": 0.0}
+
+
+def with_defaults(p: Mapping) -> dict:
+    """The case parameters, those of older stored rows completed (_BEFORE_FEATURES)."""
+    full = {**_BEFORE_FEATURES, **p}
+    if "seq" in p:
+        full.setdefault("seq_q", p["seq"])
+        full.setdefault("seq_k", p["seq"])
+    return full
+
+
+def _scale(p: Mapping) -> float:
+    return p["softmax_scale"] or 1.0 / math.sqrt(p["head_dim"])
+
+
+def case_features(p: Mapping) -> dict:
+    p = with_defaults(p)
+    Tq, Tk = p["seq_q"], p["seq_k"]
+    rules = p["mask"] == "none"  # an explicit mask holds the whole visibility
+    windowed = p["window_left"] >= 0 or p["window_right"] >= 0
+    first, last = row_bounds(Tq, Tk, offset(p), *band(p))
+    return {
+        "unequal": Tq != Tk,
+        "causal": bool(p["causal"]),
+        "windowed": windowed and rules,
+        "window_left": p["window_left"] >= 0 and rules,
+        # the corner moves the visibility: causal or windowed, lengths apart, no mask
+        "corner": Tq != Tk and (p["causal"] or windowed) and rules,
+        "grouped": p["kv_heads"] < p["heads"],
+        # by the rules, or padding (packed_padded pads T // 4 tokens of the last row);
+        # a boolean mask may hide a row whole as well, which the parameters do not say
+        "empty_rows": bool((first > last).any())
+        or (p["packing"] == "packed_padded" and Tq >= 4),
+        "explicit_mask": not rules,
+        "scaled": _scale(p) != 1.0,
+        "softcap": p["softcap"] > 0,
+        "dropout": p["dropout"] > 0,
+        "packed": p["packing"] != "none",
+        "partial_key_block": Tk % BLOCK_K != 0,
+        "partial_query_block": Tq % BLOCK_Q != 0,
+        "multi_key_block": Tk > BLOCK_K,
+        "multi_query_block": Tq > BLOCK_Q,
+        "low_precision": p["dtype"] != "float32",
+        "saturated": p["logit_scale"] >= 10,
+        "seq_q": Tq,
+        "seq_k": Tk,
+    }
+
+
+FEATURES = (
+    Feature("unequal", "when seq_q != seq_k"),
+    Feature("causal", "with causal"),
+    Feature("windowed", "with a sliding window (and no explicit mask)"),
+    Feature("window_left", "with a left window edge (and no explicit mask)"),
+    Feature("corner", "when the causal corner matters (causal or windowed, seq_q != seq_k, "
+            "no explicit mask)"),
+    Feature("grouped", "with grouped-query heads (kv_heads < heads)"),
+    Feature("empty_rows", "with queries that see no key"),
+    Feature("explicit_mask", "with an explicit mask"),
+    Feature("scaled", "with a softmax scale other than 1"),
+    Feature("softcap", "with softcap"),
+    Feature("dropout", "with dropout"),
+    Feature("packed", "with packed sequences"),
+    Feature("partial_key_block", f"when seq_k is not a multiple of {BLOCK_K}"),
+    Feature("partial_query_block", f"when seq_q is not a multiple of {BLOCK_Q}"),
+    Feature("multi_key_block", f"with more than {BLOCK_K} keys"),
+    Feature("multi_query_block", f"with more than {BLOCK_Q} queries"),
+    Feature("low_precision", "with 16-bit inputs"),
+    Feature("saturated", "with near one-hot rows (logit scale >= 10)"),
+    Feature("seq_q", "the number of queries", numeric=True),
+    Feature("seq_k", "the number of keys", numeric=True),
+)
+
+AXES = {"dq": ("batch", "head", "query", "dim"), "dk": ("batch", "kv_head", "key", "dim"),
+        "dv": ("batch", "kv_head", "key", "dim")}
+PERIODS = {"query": (BLOCK_Q,), "key": (BLOCK_K,)}
+
+
+def shapes(p: Mapping) -> dict:
+    p = with_defaults(p)
+    B, d = p["batch"], p["head_dim"]
+    kv = (B, p["kv_heads"], p["seq_k"], d)
+    return {"dq": (B, p["heads"], p["seq_q"], d), "dk": kv, "dv": kv}
+
+
+def regions(p: Mapping, t: Mapping, output: str, shape: tuple) -> list:
+    """dq: the queries that see no key (their gradient is 0; a NaN there is a missing
+    guard on lse = -inf)."""
+    if output != "dq":
+        return []
+    empty = ~seen_rows(p, t)
+    if not bool(empty.any()):
+        return []
+    return [Region("empty_rows", "the queries that see no key", empty.unsqueeze(-1))]
+
+
+# ---------------------------------------------------------------- terms
+
+def _hypotheses(p: Mapping) -> dict:
+    """{name: (words, offset, lo, hi)}: visibilities other than the case's that a bug may
+    use in place of it (the rules only: an explicit mask is used as it is)."""
+    if p["mask"] != "none":
+        return {}
+    off, (lo, hi) = offset(p), band(p)
+    found = {}
+    if p["seq_q"] != p["seq_k"] and (lo is not None or hi is not None):
+        other = "top_left" if p["align"] == "bottom_right" else "bottom_right"
+        found["other_corner"] = ("the visibility of the other causal corner",
+                                 offset(p, other), lo, hi)
+    if p["window_left"] >= 0:
+        found["window_edge_left_in"] = ("the window one key narrower on the left", off,
+                                        lo + 1, hi)
+        found["window_edge_left_out"] = ("the window one key wider on the left", off,
+                                         lo - 1, hi)
+    if p["window_right"] >= 0:
+        found["window_edge_right_in"] = ("the window one key narrower on the right", off,
+                                         lo, hi - 1)
+        found["window_edge_right_out"] = ("the window one key wider on the right", off,
+                                          lo, hi + 1)
+    return found
+
+
+def terms(p: Mapping, t: Mapping, attrs: Mapping, ev: Evidence) -> dict:
+    """Every term of the wrong, finite outputs (nothing when some output is not finite:
+    no hypothesis below makes NaN or leaves an output unwritten)."""
+    wrong = set(ev.wrong)
+    if not wrong or set(ev.wrong_counts) - wrong:
+        return {}
+    B, H, Tq, _ = t["q"].shape
+    if B * H * Tq * t["k"].shape[2] > MAX_TERM_SCORES:
+        return {}
+    grouped = t["k"].shape[1] < H
+    # D and the scale act on dq and dk, never on dv
+    d_modes = ("rows", "zero", "columns") if wrong & {"dq", "dk"} and "dv" not in wrong \
+        else ("rows",)
+    res = saved_backward(p, t, attrs, offset(p), *band(p), d_modes=d_modes,
+                         first_head=grouped and "dq" not in wrong)
+    base = res["rows"]
+    found = {o: [Term("scaled", f"{o} itself", base[o])] for o in wrong}
+    scale = attrs["scale"]
+    for o in wrong & {"dq", "dk"}:
+        if "zero" in res:
+            found[o].append(Term("d_missing", "the D term missing (D = 0)",
+                                 res["zero"][o] - base[o]))
+            found[o].append(Term("d_axis", "D as a column sum over the queries",
+                                 res["columns"][o] - base[o]))
+            if scale != 1:
+                found[o].append(Term("scale_twice", f"{o} times (scale - 1)",
+                                     (scale - 1) * base[o]))
+                found[o].append(Term("scale_missing", f"{o} times (1/scale - 1)",
+                                     (1 / scale - 1) * base[o]))
+    if {"dk", "dv"} <= wrong:
+        found["dk"].append(Term("swap", "dv - dk", base["dv"] - base["dk"]))
+        found["dv"].append(Term("swap", "dk - dv", base["dk"] - base["dv"]))
+    if "first_head" in res:
+        for o in wrong & {"dk", "dv"}:
+            found[o].append(Term("gqa_first_head", "the other query heads' share of the group",
+                                 res["first_head"][o] - base[o]))
+    hypotheses = _hypotheses(p)
+    if hypotheses:
+        # the same with the forward recomputed: minus the case's own recomputed backward
+        # (the golden, up to float64 rounding), not the saved statistics' one
+        fresh = saved_backward(p, t, attrs, offset(p), *band(p), recompute=True)["rows"]
+    for name, (words, off, lo, hi) in hypotheses.items():
+        other = saved_backward(p, t, attrs, off, lo, hi)["rows"]
+        other_fresh = saved_backward(p, t, attrs, off, lo, hi, recompute=True)["rows"]
+        for o in wrong:
+            found[o].append(Term(name, words, other[o] - base[o]))
+            found[o].append(Term(f"{name}_forward", f"{words}, the forward's as well",
+                                 other_fresh[o] - fresh[o]))
+    return found
+
+
+# ---------------------------------------------------------------- causes and rules
+
+def _any(family: str, outputs=OUTPUTS):
+    return lambda e: any(e.explains(o, family, 1.0) for o in outputs)
+
+
+def _scaled(e: Evidence) -> bool:
+    """A wrong output is c x itself for some c (not ~0, not -1: an output left at zero is
+    no scale), exactly, and no named scale bug fits."""
+    return any(e.finite(o) and any(abs(t.coef) > COEF_TOL and abs(t.coef + 1) > COEF_TOL
+                                   and t.residual <= EXACT_RESIDUAL
+                                   for t in e.fit(o, "scaled")) for o in OUTPUTS) \
+        and not _any("scale_twice")(e) and not _any("scale_missing")(e)
+
+
+def _key_tail(e: Evidence) -> bool:
+    """dk or dv wrong exactly past the last multiple of BLOCK_K keys; or, when every key
+    is in the one partial block, dk and dv unwritten whole while dq is finite."""
+    for o in ("dk", "dv"):
+        pat = e.along(o, "key")
+        if pat is not None and pat.past_multiple_of(BLOCK_K):
+            return True
+    whole = all(o in e.nonfinite and e.wrong_counts.get(o, (0, 1))[0]
+                == e.wrong_counts.get(o, (0, 1))[1] for o in ("dk", "dv"))
+    return whole and e.f("seq_k") < BLOCK_K and "dq" not in e.nonfinite
+
+
+C = Cause
+CAUSES = (
+    CauseSpec(C.CAUSAL_CORNER, "causal mask aligned to the wrong corner",
+              "the diagonal offset: j <= i + (Tk - Tq) bottom-right (FlashAttention), j <= i "
+              "top-left (PyTorch's is_causal); the window's centre follows it",
+              requires=lambda f: f["corner"]),
+    CauseSpec(C.GQA_GROUP_SUM, "grouped-query dk/dv not summed over the group",
+              "dk, dv of a key/value head are sums over all H / Hkv query heads that read it",
+              requires=lambda f: f["grouped"]),
+    CauseSpec(C.DS_SCALE_MISSING, "softmax scale missing in dS (dq, dk)",
+              "dQ = scale dS K and dK = scale dSᵀ Q: the scale of S = scale Q Kᵀ comes back",
+              requires=lambda f: f["scaled"]),
+    CauseSpec(C.DS_SCALE_TWICE, "softmax scale applied twice in dS (dq, dk)",
+              "the scale once: in dS or in the products, not both (q pre-scaled and scaled "
+              "again)", requires=lambda f: f["scaled"]),
+    CauseSpec(C.D_MISSING, "D = rowsum(dO * o) missing",
+              "dS = P (dP - D), D the row dot of dO and the saved o, computed before the loops"),
+    CauseSpec(C.D_AXIS, "D reduced over the wrong axis",
+              "D is one value per query: rowsum(dO * o) over the head dim, or rowsum(P * dP) "
+              "over the keys; not a sum over the queries"),
+    CauseSpec(C.EMPTY_ROWS_NAN, "rows that see no key give NaN (lse = -inf unguarded)",
+              "exp(S - lse) with lse = -inf: read it as +inf (P = 0), or guard the row",
+              requires=lambda f: f["empty_rows"]),
+    CauseSpec(C.DK_DV_SWAPPED, "dk and dv swapped",
+              "the output pointers or the order of the returned gradients"),
+    CauseSpec(C.KEY_TAIL, f"the last, partial key block of {BLOCK_K} mishandled",
+              "the grid over key blocks (ceil, not floor, of Tk / Bc) and the predication of "
+              "the partial block's loads and stores", requires=lambda f: f["partial_key_block"]),
+    CauseSpec(C.WINDOW_EDGE, "sliding window edge off by one",
+              "the window is inclusive: query i sees keys i + off - left .. i + off + right",
+              requires=lambda f: f["windowed"]),
+    CauseSpec(C.SCALED, "a gradient off by a constant factor",
+              "every constant factor: the softmax scale, 1 / (1 - p), a 1/H of the group"),
+) + generic_causes(
+    remainder=lambda f: f["partial_key_block"] or f["partial_query_block"],
+    tile_offset=lambda f: f["multi_key_block"] or f["multi_query_block"],
+    tile_position=lambda f: f["multi_key_block"] or f["multi_query_block"],
+    stride=lambda f: True, first_index=lambda f: True, last_index=lambda f: True,
+    one_index=lambda f: True)
+
+# Order: the exact term fits first, then the positions (the period search); the generic
+# rules name their causes only when none of these holds.
+OWN_RULES = (
+    Rule(C.DK_DV_SWAPPED, lambda e: e.explains("dk", "swap", 1.0)
+         and e.explains("dv", "swap", 1.0)),
+    Rule(C.GQA_GROUP_SUM, _any("gqa_first_head", ("dk", "dv"))),
+    Rule(C.DS_SCALE_TWICE, _any("scale_twice", ("dq", "dk"))),
+    Rule(C.DS_SCALE_MISSING, _any("scale_missing", ("dq", "dk"))),
+    Rule(C.D_MISSING, _any("d_missing", ("dq", "dk"))),
+    Rule(C.D_AXIS, _any("d_axis", ("dq", "dk"))),
+    Rule(C.CAUSAL_CORNER, _any("other_corner")),
+    Rule(C.WINDOW_EDGE, _any("window_edge")),
+    Rule(C.EMPTY_ROWS_NAN, lambda e: "dq" in e.nonfinite
+         and e.at("dq", "empty_rows") is not None),
+    Rule(C.KEY_TAIL, _key_tail),
+    Rule(C.SCALED, _scaled),
+)
+RULES = OWN_RULES + fallback(OWN_RULES, GENERIC_RULES)
+
+SPEC = DiagnosisSpec(causes=CAUSES, rules=RULES, features=FEATURES,
+                     case_features=case_features, regions=regions, terms=terms,
+                     axes=AXES, periods=PERIODS, shapes=shapes)
