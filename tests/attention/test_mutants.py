@@ -29,6 +29,7 @@ from bwd_suite.suite.inputs import is_poison, poison_
 from bwd_suite.suite.registry import Implementation
 from bwd_suite.suite.roofline import Ceilings
 from bwd_suite.suite.runner import CaseContext, RunOptions, run_item
+from tests.golden_support import one_thread, rel_err, to64  # noqa: F401 - fixture
 
 SPEC = registry.op("attention")
 CPU = torch.device("cpu")
@@ -71,13 +72,7 @@ def call(inp, p, bugs=frozenset()) -> dict:
 
 
 def truth(inp) -> dict:
-    t64 = {k: v.double() if v is not None and v.is_floating_point() else v
-           for k, v in inp.tensors.items()}
-    return SPEC.golden(**t64, **inp.attrs)
-
-
-def rel_err(a, g) -> float:
-    return float((a.double() - g).abs().max() / g.abs().max().clamp_min(1e-30))
+    return SPEC.golden(**{k: to64(v) for k, v in inp.tensors.items()}, **inp.attrs)
 
 
 # ---------------------------------------------------------------- 1. the clean model
@@ -88,7 +83,8 @@ def test_the_model_without_a_bug_equals_the_golden(name):
     out, gold = call(inp, p), truth(inp)
     for o in ("dq", "dk", "dv"):
         assert bool(torch.isfinite(out[o]).all()), (o, "not finite or unwritten")
-        assert rel_err(out[o], gold[o]) < 2e-5, (o, rel_err(out[o], gold[o]))
+        err = rel_err(out[o].double(), gold[o])
+        assert err < 2e-5, (o, err)
     # a query that sees no key has a zero gradient (not NaN, not noise)
     empty = ~diag.seen_rows(p, inp.tensors).unsqueeze(-1).expand_as(out["dq"])
     assert bool((out["dq"][empty] == 0).all())
@@ -196,8 +192,7 @@ def test_an_explicit_mask_is_used_alone():
                                   "additive-mask", "dropout", "packed-padded"])
 def test_the_saved_statistics_backward_equals_the_golden(name):
     p, inp = inputs(**FEATURES[name])
-    t64 = {k: v.double() if v is not None and v.is_floating_point() else v
-           for k, v in inp.tensors.items()}
+    t64 = {k: to64(v) for k, v in inp.tensors.items()}
     gold = truth(inp)
     for recompute in (False, True):
         got = diag.saved_backward(p, t64, inp.attrs, diag.offset(p), *diag.band(p),
@@ -225,8 +220,7 @@ def test_rows_without_a_key_in_closed_form():
     for kw in (FEATURES["empty-rows-bottom-right"], FEATURES["window-past-keys"],
                FEATURES["packed-padded"], FEATURES["bool-mask"]):
         p, inp = inputs(**kw)
-        t64 = {k: v.double() if v is not None and v.is_floating_point() else v
-               for k, v in inp.tensors.items()}
+        t64 = {k: to64(v) for k, v in inp.tensors.items()}
         seen, _ = diag.visibility(p, t64, 0, slice(0, 1), diag.offset(p), *diag.band(p))
         expect = seen.any(-1)[0]
         got = diag.seen_rows(p, inp.tensors)
