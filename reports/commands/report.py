@@ -118,7 +118,9 @@ def read_readable(paths, role: str, columns: Optional[list] = None) -> tuple:
         try:
             tables.append(read_table(f))
         except SuiteInputError as e:
-            skipped.append(Skipped(f, e.what, role))
+            # the reader's own place (a journal's line) stays in the reason
+            extra = e.where[len(str(f)):].lstrip(": ") if e.where.startswith(str(f)) else ""
+            skipped.append(Skipped(f, f"{extra}: {e.what}" if extra else e.what, role))
             continue
         read.append(f)
     if not tables:

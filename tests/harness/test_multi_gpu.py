@@ -249,6 +249,13 @@ def test_report_of_the_shards_is_the_report_of_the_run(runs, tmp_path, capsys):
     as_listed = order.merge(whole, on=["case_id", "impl"], how="left")[whole.columns]
     run = _report([write(as_listed, tmp_path / "whole.parquet")], tmp_path, "whole")
     assert len(shards["summary"].pop("runs")) == 2 and len(run["summary"].pop("runs")) == 1
+    # the first screen's identity counts the runs read: the shards are two of them
+    items = {d: dict(doc["headline"]["identity"]["fields"])["items"]
+             for d, doc in (("shards", shards), ("run", run))}
+    assert items == {"shards": "16 from 2 runs", "run": "16"}
+    for doc in (shards, run):
+        doc["headline"]["identity"]["fields"] = [
+            f for f in doc["headline"]["identity"]["fields"] if f[0] != "items"]
     assert shards == run
     assert run["summary"]["total"]["items"] == 16 and run["summary"]["places"] == []
 
