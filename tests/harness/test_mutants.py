@@ -128,8 +128,15 @@ def zoo():
     cases = {op: load_cases(op=op, profile="ci") for op in OPS}
     ids = {c.id for cs in cases.values() for c in cs}  # the same cases for every check
     rows = []
-    report = run_zoo(select_mutants(), profile="ci", device="cpu", on_row=rows.append,
-                     case_filter=lambda c: c.id in ids)
+    # one intra-op thread, as `run` uses on a CPU: tiny tensors on a busy 2-core machine
+    # spend more on the thread hand-off than on the work (attention's zoo: 450 s -> 27 s)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        report = run_zoo(select_mutants(), profile="ci", device="cpu", on_row=rows.append,
+                         case_filter=lambda c: c.id in ids)
+    finally:
+        torch.set_num_threads(before)
     return report, rows, cases
 
 
