@@ -85,3 +85,35 @@ def some_row_sees_nothing(p) -> bool:
         if lo > hi:
             return True
     return False
+
+
+def grouped(t: torch.Tensor, kv_heads: int) -> torch.Tensor:
+    """(B, H, ...) as (B, Hkv, G, ...): the query heads of a key/value head together; a
+    tensor of one head (a broadcast mask) as (B or 1, 1, 1, ...)."""
+    if t.shape[1] == 1:
+        return t.unsqueeze(2)
+    return t.reshape(t.shape[0], kv_heads, t.shape[1] // kv_heads, *t.shape[2:])
+
+
+def capped_visible(s: torch.Tensor, *, softcap: float, attn_mask, seq_idx, causal: bool,
+                   seq_q: int, seq_k: int, align: str, window_left: int, window_right: int,
+                   rows: tuple, cols: tuple) -> tuple:
+    """(s, t, seen) for a block of scaled fp32 scores s (B, Hkv, G, rows, cols): the
+    softcap applied (t = tanh(s / softcap), None without), then the case's additive mask
+    added; seen the keys each query sees, from the case's mask when it has one, else
+    built by `keep`."""
+    t = None
+    if softcap > 0:
+        t = torch.tanh(s / softcap)
+        s = softcap * t
+    (r0, r1), (c0, c1) = rows, cols
+    if attn_mask is None:
+        seen = keep(seq_idx, causal, seq_q, seq_k, s.device, align=align,
+                    window_left=window_left, window_right=window_right, rows=rows,
+                    cols=cols).unsqueeze(2)
+        return s, t, seen
+    m = grouped(attn_mask[:, :, r0:r1, c0:c1], s.shape[1])
+    if m.dtype == torch.bool:
+        return s, t, m
+    seen = torch.isfinite(m)
+    return s + m.float().masked_fill(~seen, 0.0), t, seen

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bwd_suite.kernels.attention.masks import keep, sdpa_mask
+from bwd_suite.kernels.attention.masks import capped_visible, grouped, sdpa_mask
 from bwd_suite.suite.registry import implementation
 
 F32 = torch.float32
@@ -77,14 +77,6 @@ def _sdpa_supports(p: Mapping) -> Optional[str]:
     return None
 
 
-def _grouped(t: torch.Tensor, B: int, Hkv: int) -> torch.Tensor:
-    """(B, H, ...) as (B, Hkv, G, ...): the query heads of a key/value head together; a
-    tensor of one head (a broadcast mask) as (B or 1, 1, 1, ...)."""
-    if t.shape[1] == 1:
-        return t.unsqueeze(2)
-    return t.reshape(t.shape[0], Hkv, t.shape[1] // Hkv, *t.shape[2:])
-
-
 def backward_eager(*, q, k, v, dout, seq_idx, attn_mask, dropout_mask, causal, align,
                    window_left, window_right, softcap, scale, dropout, out, o=None, lse=None,
                    block_elems: int = BLOCK_ELEMS):
@@ -100,30 +92,19 @@ def backward_eager(*, q, k, v, dout, seq_idx, attn_mask, dropout_mask, causal, a
     rows = max(1, min(Tq, block_elems // max(1, B * H * Tk)))
     for r0 in range(0, Tq, rows):
         r1 = min(Tq, r0 + rows)
-        qs = _grouped(q[:, :, r0:r1].float() * scale, B, Hkv)  # (B, Hkv, G, n, d)
-        do = _grouped(dout[:, :, r0:r1], B, Hkv)
+        qs = grouped(q[:, :, r0:r1].float() * scale, Hkv)  # (B, Hkv, G, n, d)
+        do = grouped(dout[:, :, r0:r1], Hkv)
         s = qs @ kf.transpose(-1, -2)  # (B, Hkv, G, n, Tk) fp32, as on chip
-        t = None
-        if softcap > 0:
-            t = torch.tanh(s / softcap)
-            s = softcap * t
-        if attn_mask is None:
-            seen = keep(seq_idx, causal, Tq, Tk, q.device, align=align,
-                        window_left=window_left, window_right=window_right,
-                        rows=(r0, r1)).unsqueeze(2)
-        else:
-            m = _grouped(attn_mask[:, :, r0:r1], B, Hkv)
-            if m.dtype == torch.bool:
-                seen = m
-            else:
-                seen = torch.isfinite(m)
-                s = s + m.float().masked_fill(~seen, 0.0)
+        s, t, seen = capped_visible(s, softcap=softcap, attn_mask=attn_mask, seq_idx=seq_idx,
+                                    causal=causal, seq_q=Tq, seq_k=Tk, align=align,
+                                    window_left=window_left, window_right=window_right,
+                                    rows=(r0, r1), cols=(0, Tk))
         any_seen = seen.any(-1, keepdim=True)  # a query that sees nothing: P = 0, not NaN
         s = s.masked_fill(~seen, float("-inf")).masked_fill(~any_seen, 0.0)
         p = torch.softmax(s, dim=-1) * any_seen
         z = None
         if dropout > 0:
-            z = _grouped(dropout_mask[:, :, r0:r1], B, Hkv).float() / (1.0 - dropout)
+            z = grouped(dropout_mask[:, :, r0:r1], Hkv).float() / (1.0 - dropout)
         pd = (p if z is None else p * z).to(dt).float()
         dv_h += pd.transpose(-1, -2) @ do.float()
         dp = (do.float() @ vf.transpose(-1, -2)).to(dt).float()

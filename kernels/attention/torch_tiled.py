@@ -35,21 +35,13 @@ from typing import Mapping, Optional
 
 import torch
 
-from bwd_suite.kernels.attention.masks import keep, offset
+from bwd_suite.kernels.attention.masks import capped_visible, grouped, offset
 from bwd_suite.suite.registry import implementation
 
 BLOCK_Q = 64  # Br, query rows a tile
 BLOCK_K = 64  # Bc, keys a tile
 MAX_TILES = 1 << 16  # a model of the loops, not a benchmark: past this, unsupported
 F32 = torch.float32
-
-
-def _grouped(t: torch.Tensor, Hkv: int) -> torch.Tensor:
-    """(B, H, ...) as (B, Hkv, G, ...); a tensor of one head (a broadcast mask) as
-    (B or 1, 1, 1, ...)."""
-    if t.shape[1] == 1:
-        return t.unsqueeze(2)
-    return t.reshape(t.shape[0], Hkv, t.shape[1] // Hkv, *t.shape[2:])
 
 
 def query_blocks(c0: int, c1: int, seq_q: int, seq_k: int, causal: bool, align: str,
@@ -71,10 +63,10 @@ def backward_tiled(*, q, k, v, o, lse, dout, seq_idx, attn_mask, dropout_mask, c
     B, H, Tq, d = q.shape
     Hkv, Tk = k.shape[1], k.shape[2]
     G = H // Hkv
-    qf, dof = _grouped(q.float(), Hkv), _grouped(dout.float(), Hkv)  # (B, Hkv, G, Tq, d)
+    qf, dof = grouped(q.float(), Hkv), grouped(dout.float(), Hkv)  # (B, Hkv, G, Tq, d)
     kf, vf = k.float().unsqueeze(2), v.float().unsqueeze(2)  # (B, Hkv, 1, Tk, d)
-    lse_g = _grouped(lse.float(), Hkv).unsqueeze(-1)  # (B, Hkv, G, Tq, 1)
-    D = (dof * _grouped(o.float(), Hkv)).sum(-1, keepdim=True)  # (B, Hkv, G, Tq, 1)
+    lse_g = grouped(lse.float(), Hkv).unsqueeze(-1)  # (B, Hkv, G, Tq, 1)
+    D = (dof * grouped(o.float(), Hkv)).sum(-1, keepdim=True)  # (B, Hkv, G, Tq, 1)
     dq = torch.zeros_like(qf)
     dk = torch.empty(B, Hkv, Tk, d, dtype=F32, device=q.device)
     dv = torch.empty_like(dk)
@@ -90,25 +82,15 @@ def backward_tiled(*, q, k, v, o, lse, dout, seq_idx, attn_mask, dropout_mask, c
             r1 = min(Tq, r0 + block_q)
             qb, dob = qf[..., r0:r1, :], dof[..., r0:r1, :]
             s = (qb @ kb.transpose(-1, -2)) * scale  # (B, Hkv, G, Br, Bc)
-            t = None
-            if softcap > 0:
-                t = torch.tanh(s / softcap)
-                s = softcap * t
-            if attn_mask is None:
-                seen = keep(seq_idx, causal, Tq, Tk, q.device, align=align,
-                            window_left=window_left, window_right=window_right,
-                            rows=(r0, r1), cols=(c0, c1)).unsqueeze(2)
-            else:
-                m = _grouped(attn_mask[:, :, r0:r1, c0:c1], Hkv)
-                if m.dtype == torch.bool:
-                    seen = m
-                else:
-                    seen = torch.isfinite(m)
-                    s = s + m.float().masked_fill(~seen, 0.0)
+            s, t, seen = capped_visible(s, softcap=softcap, attn_mask=attn_mask,
+                                        seq_idx=seq_idx, causal=causal, seq_q=Tq, seq_k=Tk,
+                                        align=align, window_left=window_left,
+                                        window_right=window_right, rows=(r0, r1),
+                                        cols=(c0, c1))
             p = torch.where(seen, torch.exp(s - lse_g[..., r0:r1, :]), 0.0)
             pd, z = p, None
             if dropout > 0:
-                z = _grouped(dropout_mask[:, :, r0:r1, c0:c1], Hkv).to(F32) * keep_scale
+                z = grouped(dropout_mask[:, :, r0:r1, c0:c1], Hkv).to(F32) * keep_scale
                 pd = p * z
             dv_acc += pd.transpose(-1, -2) @ dob
             dp = dob @ vb.transpose(-1, -2)
