@@ -4,8 +4,12 @@
 #   perf      calibrate, then the perf profile timed: each backend's backward alone
 #   bare      a bare CUDA-event loop around the same calls, beside the suite's times
 #   matrix    the conformance matrix on the gpu profile, 10 repeats, no timing
-#   flex      FlexAttention on the features of the gpu profile (it compiles per shape)
+#   flex      FlexAttention on the gpu profile's cases named by FLEX_CASES (all: every
+#             case; it compiles per shape, so the deadline may cut it: rows are kept)
+#   fuzz      FUZZ_TIME seconds of `fuzz --size gpu` for each pinned backend in FUZZ
 #   ce        the cross-entropy probe (scripts/ce_probe.py)
+#   ceverify  cross entropy's kernel on its findings, features and GPU tests
+#             (scripts/gpu_ce_verify.sh)
 # each bounded by what is left of DEADLINE seconds.
 #   device run: [DEADLINE=540] [STEPS="perf bare"] [PERF=impls] [MATRIX=impls] bash scripts/gpu_attention.sh
 # Out: $OUT/attention.log (everything printed), $OUT/attention.tgz (results and logs).
@@ -19,6 +23,7 @@ PERF=${PERF:-torch_flash,torch_efficient,torch_cudnn,torch_sdpa,torch_flex}
 MATRIX=${MATRIX:-torch_ref,torch_flash,torch_efficient,torch_efficient_mask,torch_cudnn,torch_cudnn_mask,torch_sdpa}
 FUSED=torch_flash,torch_efficient,torch_efficient_mask,torch_cudnn,torch_cudnn_mask,torch_sdpa
 FLEX_CASES=${FLEX_CASES:-windows,softcap,masks,large-scores,short-keys,empty-,long-packed,features}
+FUZZ=${FUZZ:-torch_cudnn,torch_efficient,torch_flash}; FUZZ_TIME=${FUZZ_TIME:-80}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 summary() {  # verdict counts per implementation, then the failures' reasons
 python3 - "$1" <<'EOF' 2>&1 | head -n 50
@@ -31,6 +36,8 @@ print("known failures failing:", int((df.known_failure.notna() & (df.verdict == 
 bad = df[df.verdict.isin(["fail", "error"]) & df.known_failure.isna()]
 for _, r in bad.head(12).iterrows():
     print(f"  {r.impl} {r.case_id}: {str(r.reason)[:200]}")
+for _, r in df[df.known_failure.notna() & (df.verdict == "fail")].head(30).iterrows():
+    print(f"  known {r.impl} {r.case_id}: [{r.diagnosis_cause}] {str(r.diagnosis)[:200]}")
 for _, r in df[df.known_failure.notna() & (df.verdict == "pass")].head(8).iterrows():
     print(f"  unexpected pass: {r.impl} {r.case_id}")
 EOF
@@ -60,10 +67,21 @@ if has matrix; then
   echo "gpu profile: exit $? after $(( SECONDS - start )) s"; summary "$work/gpu.parquet"
 fi
 if has flex; then
-  sel=(); for c in ${FLEX_CASES//,/ }; do sel+=(--case "attention/$c"); done
+  sel=(); [ "$FLEX_CASES" = all ] || for c in ${FLEX_CASES//,/ }; do sel+=(--case "attention/$c"); done
   timeout $(( $(left) - 25 )) python3 -m bwd_suite run --profile gpu --op attention --impl torch_flex \
     "${sel[@]}" --repeats 10 --no-timing --quiet --output "$work/flex.parquet" > "$work/flex.txt" 2>&1
   echo "flex: exit $? after $(( SECONDS - start )) s"; summary "$work/flex.parquet"
+fi
+if has fuzz; then
+  for impl in ${FUZZ//,/ }; do
+    timeout $(( FUZZ_TIME + 60 )) python3 -m bwd_suite fuzz --op attention --impl "$impl" --size gpu \
+      --time "$FUZZ_TIME" --seed 5 --quiet --output "$work/fuzz-$impl.parquet" > "$work/fuzz-$impl.txt" 2>&1
+    echo "fuzz $impl: exit $? after $(( SECONDS - start )) s"; tail -n 25 "$work/fuzz-$impl.txt" | cut -c1-240
+  done
+fi
+if has ceverify; then
+  timeout 240 bash scripts/gpu_ce_verify.sh 2>&1 | tail -n 20
+  echo "ceverify after $(( SECONDS - start )) s"
 fi
 if has ce; then
   python3 -m bwd_suite prebuild --op cross_entropy > "$work/prebuild.log" 2>&1

@@ -25,15 +25,8 @@ def extension():
     return load_extension("bwd_suite_cross_entropy", SOURCES)
 
 
-# open finding (cases/cross_entropy/findings.toml): the target's cancellation with equal
-# logits and heavy smoothing leaves 1.3 ulp of p in a gradient 60 times smaller
-KNOWN_FAILURES = {"cuda:cross_entropy/cuda-smoothing-heavy-equal-logits/":
-                  "equal logits, eps 0.992: the target's p - (1 - eps) - eps/V cancels 60x "
-                  "and keeps 1.3 ulp of p (2.5x its bound): cases/cross_entropy/findings.toml"}
-
-
 @implementation("cross_entropy", "cuda", kind="ours", deterministic=True,
-                build=extension, known_failures=KNOWN_FAILURES, **cuda_only())
+                build=extension, **cuda_only())
 def cuda(*, logits, targets, grad_loss, ignore_index, label_smoothing, reduction, z_loss,
          softcap, shift, seq_len, out):
     """CUDA kernel: each row read once (held on chip); count and loss sum on the device"""
