@@ -4,6 +4,7 @@
 #   perf      calibrate, then the perf profile timed: each backend's backward alone
 #   bare      a bare CUDA-event loop around the same calls, beside the suite's times
 #   matrix    the conformance matrix on the gpu profile, 10 repeats, no timing
+#   (ceverify runs first, flex last: it takes what the deadline leaves)
 #   flex      FlexAttention on the gpu profile's cases named by FLEX_CASES (all: every
 #             case; it compiles per shape, so the deadline may cut it: rows are kept)
 #   fuzz      FUZZ_TIME seconds of `fuzz --size gpu` for each pinned backend in FUZZ
@@ -44,6 +45,10 @@ EOF
 }
 main() {
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+if has ceverify; then
+  timeout 240 bash scripts/gpu_ce_verify.sh 2>&1 | tail -n 20
+  echo "ceverify after $(( SECONDS - start )) s"
+fi
 if has findings; then
   timeout $(( $(left) / 6 )) python3 -m bwd_suite run --cases cases/attention/findings.toml --profile gpu \
     --impl "$FUSED" --repeats 3 --no-timing --quiet --output "$work/findings.parquet" > "$work/findings.txt" 2>&1
@@ -66,12 +71,6 @@ if has matrix; then
     --repeats 10 --no-timing --quiet --output "$work/gpu.parquet" > "$work/gpu.txt" 2>&1
   echo "gpu profile: exit $? after $(( SECONDS - start )) s"; summary "$work/gpu.parquet"
 fi
-if has flex; then
-  sel=(); [ "$FLEX_CASES" = all ] || for c in ${FLEX_CASES//,/ }; do sel+=(--case "attention/$c"); done
-  timeout $(( $(left) - 25 )) python3 -m bwd_suite run --profile gpu --op attention --impl torch_flex \
-    "${sel[@]}" --repeats 10 --no-timing --quiet --output "$work/flex.parquet" > "$work/flex.txt" 2>&1
-  echo "flex: exit $? after $(( SECONDS - start )) s"; summary "$work/flex.parquet"
-fi
 if has fuzz; then
   for impl in ${FUZZ//,/ }; do
     timeout $(( FUZZ_TIME + 60 )) python3 -m bwd_suite fuzz --op attention --impl "$impl" --size gpu \
@@ -79,9 +78,11 @@ if has fuzz; then
     echo "fuzz $impl: exit $? after $(( SECONDS - start )) s"; tail -n 25 "$work/fuzz-$impl.txt" | cut -c1-240
   done
 fi
-if has ceverify; then
-  timeout 240 bash scripts/gpu_ce_verify.sh 2>&1 | tail -n 20
-  echo "ceverify after $(( SECONDS - start )) s"
+if has flex; then
+  sel=(); [ "$FLEX_CASES" = all ] || for c in ${FLEX_CASES//,/ }; do sel+=(--case "attention/$c"); done
+  timeout $(( $(left) - 25 )) python3 -m bwd_suite run --profile gpu --op attention --impl torch_flex \
+    "${sel[@]}" --repeats 10 --no-timing --quiet --output "$work/flex.parquet" > "$work/flex.txt" 2>&1
+  echo "flex: exit $? after $(( SECONDS - start )) s"; summary "$work/flex.parquet"
 fi
 if has ce; then
   python3 -m bwd_suite prebuild --op cross_entropy > "$work/prebuild.log" 2>&1
