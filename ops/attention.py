@@ -96,7 +96,7 @@ PARAMS = _AttentionParams((
     Param("heads", "int", 4, "H, query heads", minimum=1, id_token=lambda v: f"H{v}",
           domain=IntRange(1, 64, axis=True, caps={"small": 4})),
     Param("kv_heads", "int", 4, "Hkv, key/value heads (divides H; fewer: grouped-query)",
-          minimum=1, id_token=lambda v: f"KV{v}", domain=IntRange(1, 64, caps={"small": 4})),
+          minimum=1, id_token=lambda v: f"KV{v}", domain=IntRange(1, 64, caps={"small": 4}, divides="heads")),
     Param("seq_q", "int", 128, "Tq, queries a row", minimum=1,
           id_token=lambda v: f"Tq{v}", domain=IntRange(1, 1 << 14, axis=True)),
     Param("seq_k", "int", 128, "Tk, keys (and values) a row", minimum=1,

@@ -56,6 +56,9 @@ class IntRange:
     high: int
     axis: bool = False
     caps: tuple = ()
+    # another parameter (drawn before this one: a size axis) that the drawn value must
+    # divide, e.g. key/value heads of the query heads; the fuzzer draws among its divisors
+    divides: str = ""
 
     def __post_init__(self):
         for v in (self.low, self.high):

@@ -122,6 +122,8 @@ def sample(param: Param, rng: random.Random, size: str, values: dict) -> Any:
         if param.kind == "str" and rng.random() < DEFAULT_SHARE:
             return param.default
         return rng.choice(d)
+    if isinstance(d, IntRange) and d.divides:
+        return sample_divisor(rng, d, size, values[d.divides])
     if isinstance(d, IntRange):
         return sample_int(rng, d.low, max(d.low, d.high_for(size)))
     if isinstance(d, FloatRange):
@@ -129,6 +131,15 @@ def sample(param: Param, rng: random.Random, size: str, values: dict) -> Any:
     if isinstance(d, IntList):
         return sample_list(rng, d, size, values)
     raise TypeError(f"param {param.name}: unknown domain {d!r}")
+
+
+def sample_divisor(rng: random.Random, d: IntRange, size: str, n: int) -> int:
+    """A divisor of n within the domain: the smallest, the largest or any, a third each
+    (an independent draw is refused by the op most of the time)."""
+    top = min(d.high_for(size), n)
+    divisors = [k for k in range(max(1, d.low), top + 1) if n % k == 0] or [d.low]
+    r = rng.random()
+    return divisors[0] if r < 1 / 3 else divisors[-1] if r < 2 / 3 else rng.choice(divisors)
 
 
 def sample_list(rng: random.Random, d: IntList, size: str, values: dict) -> list:

@@ -7,7 +7,8 @@ outside the op's fuzz bounds on this device (`ParamSet.fuzz_bounds`: valid, but 
 degenerate or the yardstick is wrong by itself there), one the implementation does not
 support (its `supports`, its devices, disabled), and one already drawn are skipped and
 counted, without spending the budget; a refused or out-of-bounds one is then continued
-with the blamed parameter at its default, unless that is a size axis (`draw_cases`). Each case is an
+with the blamed parameter at its default, unless that is a size axis, and an unsupported
+one with a feature parameter at its default (`draw_cases`). Each case is an
 ordinary `suite.cases.Case` of group "fuzz": id `op/fuzz/<param tokens>`, its seed
 derived from the id by the case-file loader itself.
 """
@@ -29,7 +30,6 @@ from bwd_suite.suite.params import IntRange
 GROUP = "fuzz"  # the group (the "sweep name") of every drawn case
 FILE = "fuzz"  # their case_file column
 TAGS = ("fuzz",)
-REPAIRS = 3  # refused draws continued with the blamed parameter at its default
 
 
 @dataclass
@@ -119,6 +119,15 @@ def refusal(spec, impl, params: Mapping, device_type: str) -> Optional[tuple]:
     return None
 
 
+def _feature(spec, params: Mapping, rng: random.Random) -> str:
+    """A parameter off its default, not a size axis, picked at random: the one reset when
+    the implementation does not support a combination (its reason names no parameter)."""
+    axis_names = {p.name for p in axes(spec)}
+    off = [p.name for p in spec.params.params
+           if p.name not in axis_names and params[p.name] != p.default]
+    return rng.choice(off) if off else ""
+
+
 def draw_cases(spec, impl, device_type: str, seed: int, size: SizeProfile,
                stats: Optional[DrawStats] = None,
                max_attempts: Optional[int] = None) -> Iterator[Case]:
@@ -128,8 +137,11 @@ def draw_cases(spec, impl, device_type: str, seed: int, size: SizeProfile,
     A combination that check_case refuses, or that is outside the fuzz bounds, is
     skipped (counted in `refused`, `ill_posed`); the draw then goes on from it with the
     blamed parameter reset to its default (the refusals are mostly "has no effect
-    without ..."), a new combination checked again like any other, at most REPAIRS
-    times; a blamed size axis is not reset (its default could break the size)."""
+    without ..."), a new combination checked again like any other, once for each
+    parameter at most; a blamed size axis is not reset (its default could break the
+    size). One the implementation does not support goes on the same way with a feature
+    parameter off its default, picked at random, reset (a pinned attention backend takes
+    few of the features drawn together)."""
     rng = random.Random(seed)
     stats = stats if stats is not None else DrawStats()
     axis_names = {p.name for p in axes(spec)}
@@ -137,16 +149,16 @@ def draw_cases(spec, impl, device_type: str, seed: int, size: SizeProfile,
     misses = 0
     while max_attempts is None or misses < max_attempts:
         params = draw_params(spec, rng, size)
-        for _ in range(REPAIRS + 1):
+        for _ in range(len(spec.params.params) + 1):
             bad = refusal(spec, impl, params, device_type)
             if not bad:
                 break
             kind, reason = bad
             setattr(stats, kind, getattr(stats, kind) + 1)
             stats.note(reason)
-            key = reason.split(":")[0]
+            key = reason.split(":")[0] if kind != "unsupported" else _feature(spec, params, rng)
             # a size axis is not reset: its default could break the size profile
-            if kind == "unsupported" or key not in spec.params.by_name \
+            if key not in spec.params.by_name \
                     or key in axis_names or params[key] == spec.params.by_name[key].default:
                 break
             params = dict(params, **{key: copy.deepcopy(spec.params.by_name[key].default)})
