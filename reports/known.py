@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bwd_suite.reports.items import Items, case_label
+from bwd_suite.suite.reproduce import rerun_command
 
 MAX_PER_GROUP = 200  # items listed per group; the count is complete
 
@@ -23,6 +24,8 @@ class Item:
     failure_kind: str
     reason: str
     href: str  # the item's detail row ("" when the item is not listed)
+    diagnosis: str  # the likely cause, as for a failure ("" when none was made)
+    rerun: str  # the command that reruns the item alone (suite/reproduce.py)
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,8 @@ def build(items: Items) -> Known:
                     Item(r.op, r.case_id,
                          f"{r.case_group}/{case_label(r.op, r.case_group, r.case_id)}",
                          r.impl, r.verdict, _text(r.failure_kind), _text(r.reason),
-                         f"#{r.anchor}" if r.shown else "")
+                         f"#{r.anchor}" if r.shown else "",
+                         _text(getattr(r, "diagnosis", None)), rerun_command(r) or "")
                     for r in g.head(MAX_PER_GROUP).itertuples())
                 counts = g["verdict"].value_counts()
                 groups.append(Group(op, impl, declared, listed, len(g),

@@ -227,3 +227,58 @@ def test_a_click_on_a_header_sorts_its_table(measured):
     assert len(got["unsorted"]) >= 10 and got["unsorted"] != sorted(got["unsorted"])
     assert got["ascending"] == sorted(got["unsorted"])
     assert got["descending"] == sorted(got["unsorted"], reverse=True)
+
+
+# -- colours as the browser paints them -----------------------------------------------------
+
+COLOUR_PROBE = """<script>
+(function () {
+var seen = {};
+document.querySelectorAll('.swatch, polyline.impl, g[data-impl] > rect').forEach(function (e) {
+  var owner = e.closest('[data-impl]'), name, colour, s = getComputedStyle(e);
+  if (e.classList.contains('swatch')) {
+    name = owner ? owner.dataset.impl : e.parentNode.textContent.trim().split(' (')[0];
+    colour = s.backgroundColor;
+  } else if (e.tagName === 'polyline') { name = owner.dataset.impl; colour = s.stroke; }
+  else { name = owner.dataset.impl; colour = s.fill; }
+  (seen[name] = seen[name] || {})[colour] = 1;
+});
+var d = document.createElement('pre'); d.id = 'probe'; d.textContent = JSON.stringify(seen);
+document.body.appendChild(d);
+}());
+</script>"""
+
+
+def painted_colours(html, tmp) -> dict:
+    """{implementation: {computed colours}} of every swatch, chart line and bar, as
+    Chromium renders the page (CSS applied, not the attributes as written)."""
+    page = tmp / "colours.html"
+    page.write_text(html.replace("</body>", COLOUR_PROBE + "</body>"), encoding="utf-8")
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dump_dom(page, tmp / "profile"))
+    assert found, "the colour probe did not run"
+    return {k: set(v) for k, v in json.loads(htmllib.unescape(found.group(1))).items()}
+
+
+def test_same_implementation_painted_the_same_colour_on_two_pages(perf, tmp_path):  # noqa: F811
+    """Two pages with different sets of implementations (one has a name seen only in its
+    baseline and drops torch_tiled): each name is painted one colour, no two names share
+    one on a page, and a name on both pages has the same colour on both."""
+    from tests.reports.test_charts import colliding_names, with_impls
+    first, _, other = colliding_names()
+    page_a = render.render(render.build(pd.concat(
+        [perf, with_impls(perf, {first: 0.5, other: 0.7})], ignore_index=True)))
+    current = pd.concat([perf[perf.impl == "torch_ref"],
+                         with_impls(perf, {first: 0.5, other: 0.7, "dao": 0.3, "liger": 2})],
+                        ignore_index=True)
+    baseline = pd.concat([current, with_impls(perf, {"zz_only_before": 1.5})],
+                         ignore_index=True)
+    page_b = render.render(render.build(current, baseline))
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    a, b = painted_colours(page_a, tmp_path / "a"), painted_colours(page_b, tmp_path / "b")
+    for seen in (a, b):
+        assert all(len(c) == 1 for c in seen.values()), seen
+        colours = [next(iter(c)) for c in seen.values()]
+        assert len(set(colours)) == len(colours), seen
+    shared = set(a) & set(b)
+    assert {"torch_ref", first, other} <= shared and len(shared) >= 3
+    assert all(a[n] == b[n] for n in shared), {n: (a[n], b[n]) for n in shared}

@@ -69,7 +69,13 @@ def test_declared_padding_failures_are_expected_not_new(gpu, baseline_has_dao): 
     assert f"{n} known failures (expected)" in gate.all_text()
     known = section(tree, "known-failures")
     assert "Known failures (expected)" in known.all_text()
-    assert len([x for x in known.iter() if x.tag == "tr" and "data-case" in x.attrs]) == n
+    listed = [x for x in known.iter() if x.tag == "tr" and "data-case" in x.attrs]
+    assert len(listed) == n
+    # each declared item carries the command that reruns it alone, as a failure does
+    for tr in listed:
+        (code,) = [x for x in tr.iter() if x.attrs.get("data-k") == "rerun"]
+        cmd = code.all_text()
+        assert f"--case '{tr.attrs['data-case']}$'" in cmd and f"--impl {tr.attrs['data-impl']}" in cmd
     cells = [x for x in tree.root.iter() if x.attrs.get("data-state") == "known"]
     assert len(cells) == n  # matrix cells marked as expected
     assert not [x for x in tree.root.iter() if x.tag == "tbody"
