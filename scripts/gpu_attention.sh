@@ -23,6 +23,7 @@ STEPS=${STEPS:-findings perf bare matrix flex ce}
 PERF=${PERF:-torch_flash,torch_efficient,torch_cudnn,torch_sdpa,torch_flex}
 MATRIX=${MATRIX:-torch_ref,torch_flash,torch_efficient,torch_efficient_mask,torch_cudnn,torch_cudnn_mask,torch_sdpa}
 FUSED=torch_flash,torch_efficient,torch_efficient_mask,torch_cudnn,torch_cudnn_mask,torch_sdpa
+FINDINGS=${FINDINGS:-$FUSED}
 FLEX_CASES=${FLEX_CASES:-windows,softcap,masks,large-scores,short-keys,empty-,long-packed,features}
 FUZZ=${FUZZ:-torch_cudnn,torch_efficient,torch_flash}; FUZZ_TIME=${FUZZ_TIME:-80}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -51,7 +52,7 @@ if has ceverify; then
 fi
 if has findings; then
   timeout $(( $(left) / 6 )) python3 -m bwd_suite run --cases cases/attention/findings.toml --profile gpu \
-    --impl "$FUSED" --repeats 3 --no-timing --quiet --output "$work/findings.parquet" > "$work/findings.txt" 2>&1
+    --impl "$FINDINGS" --repeats 3 --no-timing --quiet --output "$work/findings.parquet" > "$work/findings.txt" 2>&1
   echo "findings: exit $? after $(( SECONDS - start )) s"; summary "$work/findings.parquet"
 fi
 if has perf; then
