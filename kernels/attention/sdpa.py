@@ -211,7 +211,10 @@ KNOWN = {
     "torch_cudnn_mask": (_BOOL_MASK_NO_KEY, _cudnn_no_key),
     "torch_efficient": ({**_ONE_KEY, **_LOWER_RIGHT,
                          "cuda:attention/near-square-swapped/B1-H1-KV1-Tq1024-Tk1023-d32-bf16-"
-                         "causal-br$": EFFICIENT_LOWER_RIGHT}, None),
+                         "causal-br$": EFFICIENT_LOWER_RIGHT,
+                         # bf16: SDPA's own choice there is the flash backend, which passes
+                         "cuda:attention/efficient-lower-right-fuzzed/": EFFICIENT_LOWER_RIGHT},
+                        None),
     "torch_efficient_mask": (_ONE_KEY, None),
     "torch_sdpa": ({**_ONE_KEY, **_LOWER_RIGHT, **_BOOL_MASK_NO_KEY, **_SDPA_NO_KEY}, None),
 }
