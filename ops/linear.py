@@ -47,6 +47,7 @@ from typing import Mapping
 import torch
 
 from bwd_suite.golden import linear as golden
+from bwd_suite.ops.linear_diagnosis import SPEC as DIAGNOSIS
 from bwd_suite.suite import inputs as mk
 from bwd_suite.suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass
 from bwd_suite.suite.params import IntRange, Param, ParamSet
@@ -310,4 +311,5 @@ SPEC = register_op(OpSpec(
     flops=flops,
     memory_bounds=memory_bounds,
     case_stats=case_stats,
+    diagnosis=DIAGNOSIS,
 ))
