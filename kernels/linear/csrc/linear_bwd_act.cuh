@@ -37,7 +37,8 @@ template <int kAct> __device__ __forceinline__ float dact_f(float z) {
     return s * (1.f + z * (1.f - s));
   } else if constexpr (kAct == static_cast<int>(Act::kGeluTanh)) {
     const float t = tanhf(kSqrt2OverPi * (z + kTanhA * z * z * z));
-    return 0.5f * (1.f + t) + 0.5f * z * (1.f - t * t) * kSqrt2OverPi * (1.f + 3.f * kTanhA * z * z);
+    return 0.5f * (1.f + t) +
+           0.5f * z * (1.f - t * t) * kSqrt2OverPi * (1.f + 3.f * kTanhA * z * z);
   } else if constexpr (kAct == static_cast<int>(Act::kGelu)) {
     return 0.5f * (1.f + erff(z * kInvSqrt2)) + z * kInvSqrt2Pi * expf(-0.5f * z * z);
   } else {

@@ -148,9 +148,12 @@ Status run_gemm(const Gemm &g, const Buffers &buf, DType dt, cublasLtHandle_t ha
   const cudaDataType_t type = cuda_type(dt);
   Descriptors desc;
   LT_CHECK(cublasLtMatmulDescCreate(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  LT_CHECK(set<int32_t>(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N));
-  LT_CHECK(set<int32_t>(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N));
-  LT_CHECK(set<uint32_t>(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(g.epilogue)));
+  const int32_t trans_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int32_t trans_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  LT_CHECK(set<int32_t>(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, trans_a));
+  LT_CHECK(set<int32_t>(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, trans_b));
+  LT_CHECK(set<uint32_t>(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                         static_cast<uint32_t>(g.epilogue)));
   if (g.bias != Tensor::kNone) {
     void *bias = buf.ptr[static_cast<int>(g.bias)];
     if (!bias) return Status::error(describe(g, dt) + ": the bias vector was not given");
