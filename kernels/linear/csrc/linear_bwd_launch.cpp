@@ -105,6 +105,15 @@ std::string describe(const Gemm &g, DType dt) {
          ")";
 }
 
+// The largest power of two up to 256 that divides the address: what the heuristic may
+// assume of a pointer (its default assumes 256 bytes).
+uint32_t alignment_of(const void *p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  uint32_t al = 256;
+  while (al > 1 && a % al) al /= 2;
+  return al;
+}
+
 template <typename V>
 Status algo_config(const cublasLtMatmulAlgo_t &algo, cublasLtMatmulAlgoConfigAttributes_t attr,
                    const char *what, V *out) {
@@ -175,6 +184,15 @@ Status run_gemm(const Gemm &g, const Buffers &buf, DType dt, cublasLtHandle_t ha
   const uint64_t ws = buf.workspace_bytes;
   LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
       desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  const uint32_t align_a = alignment_of(a), align_b = alignment_of(b), align_d = alignment_of(d);
+  LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
+  LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
+  LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
+  LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(
