@@ -15,13 +15,18 @@ constexpr float kTanhA = 0.044715f;
 constexpr float kInvSqrt2 = 0.7071067811865476f;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
+// tanh from one exponential: --use_fast_math (our build's flags) turns tanhf into
+// tanh.approx.f32, about 2^-11 off, which fp32 cases would see in the GELU's derivative;
+// expf becomes ex2.approx, about 2^-22 off. Saturates to +-1 for large |u|.
+__device__ __forceinline__ float tanh_exp(float u) { return 1.f - 2.f / (expf(2.f * u) + 1.f); }
+
 template <int kAct> __device__ __forceinline__ float act_f(float z) {
   if constexpr (kAct == static_cast<int>(Act::kRelu)) {
     return z > 0.f ? z : 0.f;
   } else if constexpr (kAct == static_cast<int>(Act::kSilu)) {
     return z / (1.f + expf(-z));
   } else if constexpr (kAct == static_cast<int>(Act::kGeluTanh)) {
-    return 0.5f * z * (1.f + tanhf(kSqrt2OverPi * (z + kTanhA * z * z * z)));
+    return 0.5f * z * (1.f + tanh_exp(kSqrt2OverPi * (z + kTanhA * z * z * z)));
   } else if constexpr (kAct == static_cast<int>(Act::kGelu)) {
     return 0.5f * z * (1.f + erff(z * kInvSqrt2));
   } else {
@@ -36,7 +41,7 @@ template <int kAct> __device__ __forceinline__ float dact_f(float z) {
     const float s = 1.f / (1.f + expf(-z));
     return s * (1.f + z * (1.f - s));
   } else if constexpr (kAct == static_cast<int>(Act::kGeluTanh)) {
-    const float t = tanhf(kSqrt2OverPi * (z + kTanhA * z * z * z));
+    const float t = tanh_exp(kSqrt2OverPi * (z + kTanhA * z * z * z));
     return 0.5f * (1.f + t) +
            0.5f * z * (1.f - t * t) * kSqrt2OverPi * (1.f + 3.f * kTanhA * z * z);
   } else if constexpr (kAct == static_cast<int>(Act::kGelu)) {
