@@ -50,9 +50,12 @@ from bwd_suite.golden import linear as golden
 from bwd_suite.ops.linear_diagnosis import SPEC as DIAGNOSIS
 from bwd_suite.suite import inputs as mk
 from bwd_suite.suite.opspec import CaseInputs, OpSpec, OutputSpec, TolClass
-from bwd_suite.suite.params import IntRange, Param, ParamSet
+from bwd_suite.suite.params import IntList, IntRange, Param, ParamSet
 from bwd_suite.suite.registry import register_op
 
+# the tensor shapes are never drawn by the fuzzer (always [], taken from m, n, k): a
+# drawn shape that disagrees is bad input, not a case
+GIVEN_SHAPE = IntList(IntRange(0, 0), max_len=0)
 RELU_GAP = 1e-3  # |Z| below this gets dy = 0 with relu after the GEMM (module docstring)
 W_SCALE_POWER = -0.5  # w ~ N(0, K^-1): unit-variance Z whatever K
 BIAS_SCALE = 0.5
@@ -85,11 +88,11 @@ PARAMS = ParamSet((
     Param("dy_t", "bool", False, "dy (and z) stored transposed (column-major)",
           id_token=lambda v: "dyT" if v else ""),
     Param("w_shape", "int_list", [], "the shape of w, [N, K], where a case gives it "
-          "(must agree with n and k)", minimum=0, id_token=lambda v: ""),
+          "(must agree with n and k)", minimum=0, id_token=lambda v: "", domain=GIVEN_SHAPE),
     Param("dy_shape", "int_list", [], "the shape of dy, [M, N], where a case gives it "
-          "(must agree with m and n)", minimum=0, id_token=lambda v: ""),
+          "(must agree with m and n)", minimum=0, id_token=lambda v: "", domain=GIVEN_SHAPE),
     Param("bias_shape", "int_list", [], "the shape of the bias, [N], where a case gives it",
-          minimum=0, id_token=lambda v: ""),
+          minimum=0, id_token=lambda v: "", domain=GIVEN_SHAPE),
 ))
 
 
