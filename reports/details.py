@@ -1,7 +1,8 @@
 """One detail row per listed item, the target of its matrix cell: the output closest
 to its tolerance (err / allowed, the headroom of a pass), determinism, median time (and a
 compute-bound item's TFLOP/s and fraction of the compute peak), the op's statistics of
-the item where it declares some (stats_json), and links on to the failure entry and the
+the item where it declares some (stats_json) and what the implementation reported about it
+(impl_facts_json: an epilogue, an algorithm), and links on to the failure entry and the
 roofline row."""
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ class Detail:
     note: str  # the reason of a non-passing item without a failure entry, shortened
     failure_href: str  # "" without a failure entry
     roofline_href: str  # "" when untimed
-    # the op's statistics (OpSpec.case_stats): name -> number, or "error" -> its message
+    # the op's statistics (OpSpec.case_stats): name -> number, or "error" -> its message;
+    # then what the implementation reported (suite/facts.py): name -> number or text
     stats: dict = field(default_factory=dict)
     # a compute-bound item's TFLOP/s and fraction of the compute peak (missing otherwise)
     tflops: fmt.Num = fmt.NONE
@@ -52,7 +54,8 @@ class DetailGroup:
 
 COLUMNS = ["op", "case_group", "case_id", "impl", "verdict", "failure_kind", "outputs",
            "determinism", "det_spread", "time_median_s", "timed", "entry", "anchor", "reason",
-           "expected", "xpass", "known", "stats_json", "bound", "tflops", "frac_peak_flops"]
+           "expected", "xpass", "known", "stats_json", "impl_facts_json", "bound", "tflops",
+           "frac_peak_flops"]
 NOTE_CHARS = 240  # the failure entry holds the whole reason
 
 
@@ -90,7 +93,8 @@ def _detail(r) -> Detail:
         else _note(f"unexpected pass: declared to fail: {r.known}") if r.xpass
         else _note(r.reason) if r.verdict != Verdict.PASS and not r.entry else "",
         failure_href=f"#f{r.anchor}" if r.entry else "",
-        roofline_href=f"#r{r.anchor}" if r.timed else "", stats=_stats(r.stats_json),
+        roofline_href=f"#r{r.anchor}" if r.timed else "",
+        stats={**_stats(r.stats_json), **_stats(r.impl_facts_json)},
         tflops=fmt.rate(r.tflops if compute else None),
         frac_peak=fmt.percent(r.frac_peak_flops if compute else None))
 

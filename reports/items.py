@@ -104,12 +104,14 @@ COLUMNS = ("run_id", "run_started", "host", "device", "device_name", "op", "case
            "known_failure", "outputs", "diagnosis", "diagnosis_cause", "determinism",
            "det_spread", "time_samples_s", "time_median_s", "time_iqr_s", "bytes", "gbps",
            "copy_gbps", "frac_copy_bw", "frac_same_copy", "same_copy_s", "arith_intensity",
-           "bound", "wall_median_ms", "launches", "stats_json", "peak_mem_bytes", "flops",
+           "bound", "wall_median_ms", "launches", "stats_json", "impl_facts_json",
+           "peak_mem_bytes", "flops",
            "tflops", "peak_tflops", "frac_peak_flops", "saved_bytes", "memory_bounds_json",
            # what the command that reruns an item is built from (suite/reproduce.py)
            "case_file", "tags", "impl_origin", "profile", "det_repeats", "timing_method")
 # columns a frame may lack (rows built by hand, not read through suite.results): null
-OPTIONAL = ("wall_median_ms", "launches", "stats_json", "peak_mem_bytes", "host", "device",
+OPTIONAL = ("wall_median_ms", "launches", "stats_json", "impl_facts_json", "peak_mem_bytes",
+            "host", "device",
             "flops", "tflops", "peak_tflops", "frac_peak_flops", "saved_bytes",
             "memory_bounds_json", "case_file", "tags", "impl_origin", "profile",
             "det_repeats", "timing_method")

@@ -128,9 +128,10 @@ class CaseContext:
             ref, cond = self.ref_errs[o.name], self.cond_errs[o.name]
             dtype = output_dtype(outputs[o.name])
             scale = golden_scale(self.golden[o.name])
-            if tolerances.weak_yardstick(o.tol_class, dtype, self.case_dtype, ref, cond, scale):
-                weak.append(f"{o.name} ({ref:.2g} > "
-                            f"{tolerances.fp32_error(o.tol_class, dtype, cond, scale):.2g})")
+            if tolerances.weak_yardstick(o.tol_class, dtype, self.case_dtype, ref, cond, scale,
+                                         o.terms):
+                fp32 = tolerances.fp32_error(o.tol_class, dtype, cond, scale, o.terms)
+                weak.append(f"{o.name} ({ref:.2g} > {fp32:.2g})")
         if not weak:
             return None
         return (f"yardstick {self.spec.yardstick} worse than fp32 with one rounding on "

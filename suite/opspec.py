@@ -47,6 +47,10 @@ class TolClass(enum.Enum):
 class OutputSpec:
     name: str
     tol_class: TolClass
+    # the terms each element sums (a reduction's length), where the op knows it: the fp32
+    # summation error it allows grows with their square root (suite/tolerances.py); None:
+    # the class's fixed allowance
+    terms: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from bwd_suite.suite.outcomes import Determinism, FailureKind, Verdict
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 VERSION_KEY = b"bwd_suite_schema_version"
 
 OUTPUT_STRUCT = pa.struct([
@@ -133,6 +133,10 @@ class ResultRow:
     # the op's statistics of the item as a JSON object (OpSpec.case_stats), {"error": ...}
     # when they raised; null where the op declares none (added in version 8)
     stats_json: Optional[str] = _col(_str)
+    # what the implementation reported about the item (suite/facts.py: the kernel, epilogue
+    # or algorithm a library picked) as a JSON object; null where it reported nothing
+    # (added in version 12)
+    impl_facts_json: Optional[str] = _col(_str)
     # --- diagnosis of failing items (null / empty on the others) ---
     diagnosis: Optional[str] = _col(_str)
     diagnosis_cause: Optional[str] = _col(_str)

@@ -22,7 +22,7 @@ from typing import Callable, Iterator, Mapping, Optional
 
 import torch
 
-from bwd_suite.suite import cuda_fault, memory
+from bwd_suite.suite import cuda_fault, facts, memory
 from bwd_suite.suite.calls import Call
 from bwd_suite.suite.cases import Case
 from bwd_suite.suite.context import (CaseContext, CaseRefused, ContextCache,  # noqa: F401
@@ -139,12 +139,14 @@ def _check(row: ResultRow, ctx: CaseContext, impl: Implementation,
     dev = opts.device
     call = Call.of(spec, impl, ctx.inputs, case.params)
     prepared = None
-    if call.two_phase:
-        stage.now = "preparing (its untimed forward)"
-        prepared = call.prepared()
-        row.saved_bytes = prepared.bytes
-    stage.now = "being called"
-    checked = call.checked(dev, prepared)
+    with facts.collecting() as reported:  # what it says of the item (suite/facts.py)
+        if call.two_phase:
+            stage.now = "preparing (its untimed forward)"
+            prepared = call.prepared()
+            row.saved_bytes = prepared.bytes
+        stage.now = "being called"
+        checked = call.checked(dev, prepared)
+    row.impl_facts_json = facts.as_json(reported)
     _sync(dev)
     row.peak_mem_bytes = checked.allocator.temporaries()
     first, replaced, repeats = checked.outputs, checked.replaced, []

@@ -137,7 +137,7 @@ def check_output(spec: OutputSpec, actual, golden, ref_err: float, case_dtype: t
                              f"{tuple(golden.shape)}")
     scale = golden_scale(golden)
     allowed = tolerances.allowed_error(spec.tol_class, actual.dtype, case_dtype, ref_err,
-                                       cond_err, is_yardstick, scale)
+                                       cond_err, is_yardstick, scale, spec.terms)
     act, gold = actual.reshape(-1), golden.reshape(-1)
     n_unwritten = n_nonfinite = n_bad = 0
     first_unwritten = None
@@ -187,7 +187,8 @@ def check_output(spec: OutputSpec, actual, golden, ref_err: float, case_dtype: t
     elif err > allowed:
         failure = FailureKind.MISMATCH
         message = (f"{name} mismatch: error {err:.3g} of max|golden| {scale:.3g} at {worst} "
-                   f"> allowed {allowed:.3g} ({tolerances.describe(spec.tol_class, case_dtype)},"
+                   f"> allowed {allowed:.3g} ("
+                   f"{tolerances.describe(spec.tol_class, case_dtype, spec.terms)},"
                    f" yardstick {ref_err:.3g}, conditioning {cond_err:.3g}); "
                    f"{n_bad} of {numel} elements beyond")
     return OutputCheck(name=name, tol_class=spec.tol_class.value, numel=numel, scale=scale,

@@ -105,15 +105,28 @@ HOST_SOURCES = sorted(p for p in KERNELS.glob("*/csrc/*.cpp")
                       if not p.name.endswith("_binding.cpp"))
 
 
+def _library_headers() -> list:
+    """Include folders of the CUDA libraries our host code calls (cuBLASLt), where this
+    machine has them: the toolkit's, or a CUDA build of torch's NVIDIA wheels."""
+    from bwd_suite.kernels.cuda_build import cuda_library
+    return cuda_library("cublasLt.h", "cublasLt")[0]
+
+
 @pytest.mark.skipif(GXX is None or CUDA_INCLUDE is None, reason="needs g++ and the CUDA headers")
 @pytest.mark.parametrize("source", HOST_SOURCES,
                          ids=lambda p: f"{p.parent.parent.name}/{p.name}")
 def test_host_planning_compiles_with_the_host_compiler(source):
     """The torch-free host .cpp files (plans, launch dispatch) build with the host
-    compiler alone, as the extension build compiles them, warning-free."""
+    compiler alone, as the extension build compiles them, warning-free. One that calls a
+    CUDA library (linear's cuBLASLt launch) needs that library's header: without it, it is
+    skipped with the reason (a CPU machine's CUDA headers come without cuBLAS)."""
+    libs = _library_headers()
+    if "#include <cublasLt.h>" in source.read_text() and not libs \
+            and not (Path(CUDA_INCLUDE) / "cublasLt.h").exists():
+        pytest.skip("cublasLt.h is not on this machine (a CUDA build of torch brings it)")
     r = subprocess.run([GXX, "-fsyntax-only", "-std=c++17", "-Wall", "-Wextra", "-Werror",
-                        "-isystem", CUDA_INCLUDE, str(source)], capture_output=True, text=True,
-                       timeout=600)
+                        "-isystem", CUDA_INCLUDE, *(f"-isystem{i}" for i in libs), str(source)],
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
 
 

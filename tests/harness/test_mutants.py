@@ -13,6 +13,7 @@ from bwd_suite.kernels.mutants import attention as attention_zoo
 from bwd_suite.kernels.mutants import causal_conv1d as conv_zoo
 from bwd_suite.kernels.mutants import cross_entropy as ce_zoo
 from bwd_suite.kernels.mutants import layer_norm as ln_zoo
+from bwd_suite.kernels.mutants import linear as linear_zoo
 from bwd_suite.kernels.mutants import softmax as sm_zoo
 from bwd_suite.kernels.mutants.causal_conv1d import ALL
 from bwd_suite.ops.causal_conv1d_causes import Cause
@@ -28,12 +29,13 @@ from bwd_suite.suite.runner import CaseContext, RunOptions, run_item
 CPU = torch.device("cpu")
 CEIL = Ceilings(device_name="cpu", copy_gbps=None, copy_source="none", peak_tflops=None)
 OPTS = RunOptions(device=CPU, golden_device=CPU, repeats=1, timing=False)
-OPS = ("adamw", "attention", "causal_conv1d", "cross_entropy", "layer_norm", "softmax")
+OPS = ("adamw", "attention", "causal_conv1d", "cross_entropy", "layer_norm", "linear",
+       "softmax")
 # per op: its zoo module, the model without a bug (to check the catching case is fair)
 ZOOS = {"adamw": adamw_zoo, "attention": attention_zoo, "causal_conv1d": conv_zoo,
-        "cross_entropy": ce_zoo, "layer_norm": ln_zoo, "softmax": sm_zoo}
+        "cross_entropy": ce_zoo, "layer_norm": ln_zoo, "linear": linear_zoo, "softmax": sm_zoo}
 MIN_MUTANTS = {"adamw": 9, "attention": 8, "causal_conv1d": 12, "cross_entropy": 8,
-               "layer_norm": 8, "softmax": 8}
+               "layer_norm": 8, "linear": 6, "softmax": 8}
 
 
 def _clean(op):
@@ -113,6 +115,14 @@ EXPECTED_OUTPUT = {
     "mutant_attn_dk_dv_swapped": "dv",
     "mutant_attn_last_key_block_dropped": "dk",
     "mutant_attn_window_left_exclusive": "dv",
+    "mutant_linear_dw_transposed": "dw",
+    "mutant_linear_db_wrong_axis": "db",
+    "mutant_linear_derivative_at_output": "dx",
+    "mutant_linear_tanh_for_erf": "dx",
+    "mutant_linear_dx_no_derivative": "dx",
+    "mutant_linear_db_16bit_sum": "db",
+    "mutant_linear_db_unwritten": "db",
+    "mutant_linear_wgrad_preactivation": "dw",
 }
 # the bugs issue 5 asks for, each planted by some mutant
 ISSUE_BUGS = {Bug.NO_RIGHT_HALO, Bug.HALO_IN_DWEIGHT, Bug.SILU_NO_BIAS,

@@ -261,6 +261,21 @@ def test_item_details_show_the_ops_statistics(perf):
     assert {"swallowed_fraction": 0.953125, "n_elements": 341} in [d["stats"] for d in rows]
 
 
+def test_item_details_show_what_the_implementation_reported(perf):
+    df = perf.reset_index(drop=True).assign(stats_json=None, impl_facts_json=None)
+    df.loc[0, "stats_json"] = '{"epilogue_saved_bytes": 4096}'
+    df.loc[0, "impl_facts_json"] = json.dumps({"dgrad_epilogue": "DGELU", "dgrad_split_k": 1,
+                                               "note": XSS})
+    html = html_of(df)
+    assert "<script" not in without_page_script(html).lower()
+    first = (df.case_id[0], df.impl[0])
+    shown = {key: node.all_text() for case, impl, key, raw, node in Tree(html).values("details")
+             if (case, impl) == first}
+    assert shown["epilogue_saved_bytes"] == "epilogue_saved_bytes 4,096"
+    assert shown["dgrad_epilogue"] == "dgrad_epilogue DGELU"
+    assert shown["dgrad_split_k"] == "dgrad_split_k 1" and shown["note"] == "note " + XSS
+
+
 def test_chart_draws_the_same_bytes_copies_where_the_run_timed_them(perf):
     from bwd_suite.reports import chart
 

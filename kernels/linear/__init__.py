@@ -1,0 +1,1 @@
+"""Implementations of the linear layer backward (ops/linear.py)."""

@@ -1,0 +1,37 @@
+// A = act(x) on the input, recomputed for the wgrad GEMM where the forward did not save it:
+// one pass over x in fp32, one rounding at the store (as the forward rounded it).
+#include "linear_bwd_act.cuh"
+
+namespace linear_bwd {
+namespace {
+
+template <typename T, int kAct>
+__global__ void __launch_bounds__(kThreads)
+    act_kernel(Strided out, Strided in, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t i, j;
+    walk_index(e, rows, cols, out, i, j);
+    *at<T>(out, i, j) = from_f<T>(act_f<kAct>(to_f(*at<const T>(in, i, j))));
+  }
+}
+
+}  // namespace
+
+template <typename T, int kAct>
+cudaError_t launch_act(Strided out, Strided in, int64_t rows, int64_t cols,
+                       cudaStream_t stream) {
+  if (rows * cols == 0) return cudaSuccess;
+  act_kernel<T, kAct><<<grid_for(rows * cols), kThreads, 0, stream>>>(out, in, rows, cols);
+  return cudaGetLastError();
+}
+
+#define LINEAR_ACT(T, A) \
+  template cudaError_t launch_act<T, A>(Strided, Strided, int64_t, int64_t, cudaStream_t);
+#define LINEAR_ACT_ACTS(T) LINEAR_ACT(T, 1) LINEAR_ACT(T, 2) LINEAR_ACT(T, 3) LINEAR_ACT(T, 4)
+LINEAR_ACT_ACTS(float)
+LINEAR_ACT_ACTS(__half)
+LINEAR_ACT_ACTS(__nv_bfloat16)
+
+}  // namespace linear_bwd

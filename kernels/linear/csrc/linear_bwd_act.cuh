@@ -1,0 +1,78 @@
+// The activations and their derivatives in fp32, as golden/linear.py states them, shared by
+// the elementwise jobs; and the walk over a strided matrix they share.
+#pragma once
+
+#include <cstdint>
+
+#include "../../common/csrc/convert.cuh"
+#include "linear_bwd.h"
+#include "linear_bwd_launchers.h"
+
+namespace linear_bwd {
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kTanhA = 0.044715f;
+constexpr float kInvSqrt2 = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+
+// tanh from one exponential: --use_fast_math (our build's flags) turns tanhf into
+// tanh.approx.f32, about 2^-11 off, which fp32 cases would see in the GELU's derivative;
+// expf becomes ex2.approx, about 2^-22 off. Saturates to +-1 for large |u|.
+__device__ __forceinline__ float tanh_exp(float u) { return 1.f - 2.f / (expf(2.f * u) + 1.f); }
+
+template <int kAct> __device__ __forceinline__ float act_f(float z) {
+  if constexpr (kAct == static_cast<int>(Act::kRelu)) {
+    return z > 0.f ? z : 0.f;
+  } else if constexpr (kAct == static_cast<int>(Act::kSilu)) {
+    return z / (1.f + expf(-z));
+  } else if constexpr (kAct == static_cast<int>(Act::kGeluTanh)) {
+    return 0.5f * z * (1.f + tanh_exp(kSqrt2OverPi * (z + kTanhA * z * z * z)));
+  } else if constexpr (kAct == static_cast<int>(Act::kGelu)) {
+    return 0.5f * z * (1.f + erff(z * kInvSqrt2));
+  } else {
+    return z;
+  }
+}
+
+template <int kAct> __device__ __forceinline__ float dact_f(float z) {
+  if constexpr (kAct == static_cast<int>(Act::kRelu)) {
+    return z > 0.f ? 1.f : 0.f;
+  } else if constexpr (kAct == static_cast<int>(Act::kSilu)) {
+    const float s = 1.f / (1.f + expf(-z));
+    return s * (1.f + z * (1.f - s));
+  } else if constexpr (kAct == static_cast<int>(Act::kGeluTanh)) {
+    const float t = tanh_exp(kSqrt2OverPi * (z + kTanhA * z * z * z));
+    return 0.5f * (1.f + t) +
+           0.5f * z * (1.f - t * t) * kSqrt2OverPi * (1.f + 3.f * kTanhA * z * z);
+  } else if constexpr (kAct == static_cast<int>(Act::kGelu)) {
+    return 0.5f * (1.f + erff(z * kInvSqrt2)) + z * kInvSqrt2Pi * expf(-0.5f * z * z);
+  } else {
+    return 1.f;
+  }
+}
+
+// Element e of the walk, in the memory order of `out` (column-major when its column
+// stride is the smaller): consecutive threads touch consecutive addresses of out, and of
+// every operand stored like it.
+__device__ __forceinline__ void walk_index(int64_t e, int64_t rows, int64_t cols,
+                                           const Strided &out, int64_t &i, int64_t &j) {
+  if (out.col_stride < out.row_stride || cols == 1) {
+    i = e % rows;
+    j = e / rows;
+  } else {
+    i = e / cols;
+    j = e % cols;
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ T *at(const Strided &s, int64_t i, int64_t j) {
+  return static_cast<T *>(s.ptr) + i * s.row_stride + j * s.col_stride;
+}
+
+inline unsigned grid_for(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? (blocks > 0 ? blocks : 1) : kMaxBlocks);
+}
+
+}  // namespace linear_bwd

@@ -1,0 +1,41 @@
+// dZ = dY act'(Z) after the GEMM: the derivative no cuBLASLt epilogue can take (it applies
+// to both GEMMs' input), one pass over dY and Z in fp32, one rounding at the store.
+#include "linear_bwd_act.cuh"
+
+namespace linear_bwd {
+namespace {
+
+template <typename T, int kAct>
+__global__ void __launch_bounds__(kThreads)
+    dact_kernel(Strided out, Strided in, Strided grad, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t i, j;
+    walk_index(e, rows, cols, out, i, j);
+    const float z = to_f(*at<const T>(in, i, j));
+    const float g = to_f(*at<const T>(grad, i, j));
+    *at<T>(out, i, j) = from_f<T>(g * dact_f<kAct>(z));
+  }
+}
+
+}  // namespace
+
+template <typename T, int kAct>
+cudaError_t launch_dact(Strided out, Strided in, Strided grad, int64_t rows, int64_t cols,
+                        cudaStream_t stream) {
+  if (rows * cols == 0) return cudaSuccess;
+  dact_kernel<T, kAct><<<grid_for(rows * cols), kThreads, 0, stream>>>(out, in, grad, rows,
+                                                                       cols);
+  return cudaGetLastError();
+}
+
+#define LINEAR_DACT(T, A)                                                                 \
+  template cudaError_t launch_dact<T, A>(Strided, Strided, Strided, int64_t, int64_t,     \
+                                         cudaStream_t);
+#define LINEAR_DACT_ACTS(T) LINEAR_DACT(T, 1) LINEAR_DACT(T, 2) LINEAR_DACT(T, 3) LINEAR_DACT(T, 4)
+LINEAR_DACT_ACTS(float)
+LINEAR_DACT_ACTS(__half)
+LINEAR_DACT_ACTS(__nv_bfloat16)
+
+}  // namespace linear_bwd
