@@ -8,13 +8,9 @@ namespace {
 template <typename T, int kAct>
 __global__ void __launch_bounds__(kThreads)
     act_kernel(Strided out, Strided in, int64_t rows, int64_t cols) {
-  const int64_t n = rows * cols;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    int64_t i, j;
-    walk_index(e, rows, cols, out, i, j);
+  for_each_element(out, rows, cols, [&](int64_t i, int64_t j) {
     *at<T>(out, i, j) = from_f<T>(act_f<kAct>(to_f(*at<const T>(in, i, j))));
-  }
+  });
 }
 
 }  // namespace
@@ -23,7 +19,7 @@ template <typename T, int kAct>
 cudaError_t launch_act(Strided out, Strided in, int64_t rows, int64_t cols,
                        cudaStream_t stream) {
   if (rows * cols == 0) return cudaSuccess;
-  act_kernel<T, kAct><<<grid_for(rows * cols), kThreads, 0, stream>>>(out, in, rows, cols);
+  act_kernel<T, kAct><<<grid_for(out, rows, cols), kThreads, 0, stream>>>(out, in, rows, cols);
   return cudaGetLastError();
 }
 

@@ -8,15 +8,11 @@ namespace {
 template <typename T, int kAct>
 __global__ void __launch_bounds__(kThreads)
     dact_kernel(Strided out, Strided in, Strided grad, int64_t rows, int64_t cols) {
-  const int64_t n = rows * cols;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    int64_t i, j;
-    walk_index(e, rows, cols, out, i, j);
+  for_each_element(out, rows, cols, [&](int64_t i, int64_t j) {
     const float z = to_f(*at<const T>(in, i, j));
     const float g = to_f(*at<const T>(grad, i, j));
     *at<T>(out, i, j) = from_f<T>(g * dact_f<kAct>(z));
-  }
+  });
 }
 
 }  // namespace
@@ -25,7 +21,7 @@ template <typename T, int kAct>
 cudaError_t launch_dact(Strided out, Strided in, Strided grad, int64_t rows, int64_t cols,
                         cudaStream_t stream) {
   if (rows * cols == 0) return cudaSuccess;
-  dact_kernel<T, kAct><<<grid_for(rows * cols), kThreads, 0, stream>>>(out, in, grad, rows,
+  dact_kernel<T, kAct><<<grid_for(out, rows, cols), kThreads, 0, stream>>>(out, in, grad, rows,
                                                                        cols);
   return cudaGetLastError();
 }

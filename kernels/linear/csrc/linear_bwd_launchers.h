@@ -18,6 +18,7 @@ struct Strided {
 
 constexpr int kThreads = 256;    // threads a block of the elementwise jobs
 constexpr int kMaxBlocks = 65535 * 8;  // grid-stride beyond
+constexpr int kMaxGridY = 65535;       // the grid's y limit (blocks along the outer dimension)
 
 // out = grad act'(in) (linear_bwd_dact.cu): dZ from dY and Z after the GEMM. kAct: the
 // linear_bwd::Act value; every tensor of dtype T, computed in fp32, rounded once.
