@@ -94,8 +94,8 @@ class Scenario:
 
 
 def _where(file: str, name: Optional[str] = None, key: Optional[str] = None) -> str:
-    parts = [file] + ([f"scenario {name!r}"] if name else []) + \
-        ([f"key {key!r}"] if key else [])
+    parts = [file] + ([f'scenario "{name}"'] if name else []) + \
+        ([f'key "{key}"'] if key else [])
     return ", ".join(parts)
 
 
