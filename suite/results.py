@@ -459,9 +459,16 @@ def _v10_to_v11(table: pa.Table) -> pa.Table:
     return _add_null_columns(table, ("impl_origin",))
 
 
+def _v11_to_v12(table: pa.Table) -> pa.Table:
+    """Version 12 added the training-step scenarios' stages and memory ledger; older rows
+    (all of ops) have neither (null)."""
+    return _add_null_columns(table, ("stages_json", "ledger_json"))
+
+
 # version N -> the step that turns a version-N table into version N+1
 _MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6,
-               6: _v6_to_v7, 7: _v7_to_v8, 8: _v8_to_v9, 9: _v9_to_v10, 10: _v10_to_v11}
+               6: _v6_to_v7, 7: _v7_to_v8, 8: _v8_to_v9, 9: _v9_to_v10, 10: _v10_to_v11,
+               11: _v11_to_v12}
 
 
 def _kind(t: pa.DataType) -> str:

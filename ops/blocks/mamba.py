@@ -9,7 +9,9 @@ Saved for the backward per block, N = B T tokens, b bytes an element (`saved_byt
 the LayerNorm's input (N D b) and fp32 mean and rstd (8 N), the in-projection's input
 (N D b) and output (N 2E b: the conv's input is a view of it, so is z), the conv's output
 (N E b) and silu(z) (N E b) for the gate's product, and the gate's output (N E b) for the
-out-projection: N (2 D b + 5 E b + 8) a block.
+out-projection: N (2 D b + 5 E b + 8) a block; with dropout its mask in the dtype (N D b).
+A checkpointed block or mixer keeps its input alone (N D b). Then the final LayerNorm's
+input and statistics, the output projection's input, and the loss's dlogits (N V b).
 """
 
 from __future__ import annotations
@@ -84,8 +86,8 @@ def saved_bytes(p, batch: int, seq: int, dtype, checkpoint: frozenset) -> int:
     block = N * (2 * D * b + 5 * E * b + 8)
     if "block" in checkpoint or "mixer" in checkpoint:
         block = N * D * b  # the input the recomputation starts from
-    if p["dropout"]:
-        block += N * D * (b + 1)  # the scaled mask (dtype) and the keep mask (bool)
+    if p["dropout"] and "block" not in checkpoint:
+        block += N * D * b  # the keep mask in the dtype, which x * mask saves
     head = N * D * b + 8 * N + N * D * b  # the final LayerNorm's input and stats, the head's
     return p["layers"] * block + head + N * V * b  # + the loss's dlogits
 

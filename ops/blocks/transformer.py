@@ -7,7 +7,8 @@ Saved for the backward per block, N = B T tokens, H heads, b bytes an element
 projection's input (N D b); q, k, v laid out per head (3 N D b) with the attention output
 (N D b) and its fp32 lse (4 N H); the output projection's input (N D b); the MLP's first
 input (N D b), GELU's input (4 N D b) and the second input (4 N D b): N (17 D b + 4 H + 16)
-a block.
+a block (mlp_ratio 4); with dropout each sublayer's mask in the dtype (2 N D b). A
+checkpointed block or sublayer keeps its input alone (N D b).
 """
 
 from __future__ import annotations
@@ -95,8 +96,8 @@ def saved_bytes(p, batch: int, seq: int, dtype, checkpoint: frozenset) -> int:
         attention = N * D * b if "attention" in checkpoint else attention
         mlp = N * D * b if "mlp" in checkpoint else mlp
     block = attention + mlp
-    if p["dropout"]:
-        block += 2 * N * D * (b + 1)
+    if p["dropout"] and "block" not in checkpoint:
+        block += 2 * N * D * b  # each sublayer's keep mask in the dtype, which x * mask saves
     head = N * D * b + 8 * N + N * D * b
     return p["layers"] * block + head + N * V * b
 

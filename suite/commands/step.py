@@ -40,6 +40,13 @@ def add_arguments(p) -> None:
                         "ops not named stay eager). Default: the scenario's [impl] table")
     g.add_argument("--device", metavar="DEV",
                    help="torch device (default: cuda when available, else cpu)")
+    g = p.add_argument_group("measurement")
+    g.add_argument("--timed-steps", type=int, default=3, metavar="N",
+                   help="steps timed per stage after one untimed step, for the plain, "
+                        "checkpointed and offloaded step (default 3); the same pass counts "
+                        "FLOPs, launches (CUDA) and the memory ledger")
+    g.add_argument("--no-timing", action="store_true",
+                   help="correctness only: no stages and no memory ledger")
     add_threads_option(g)
     add_results_options(p)
     add_summary_options(p)
@@ -66,6 +73,9 @@ def main(args) -> int:
     from bwd_suite.suite.selection import parse_device
     from bwd_suite.suite.step import runner, scenario
 
+    from bwd_suite.suite.cli import at_least
+
+    at_least(args, "timed_steps", 1)
     device = parse_device(args.device)
     profile = args.profile or ("gpu" if device.type == "cuda" else "smoke")
     scenarios = scenario.load(args.cases or (), profile, args.scenario or ())
@@ -87,7 +97,8 @@ def main(args) -> int:
     with results.ResultsWriter(out_path, overwrite=args.force, planned=planned) as writer:
         for s, cs in plan:
             t0 = time.monotonic()
-            got = runner.run_scenario(s, cs, device, run)
+            got = runner.run_scenario(s, cs, device, run,
+                                      0 if args.no_timing else args.timed_steps)
             for r in got:
                 writer.add(r)
             rows += got

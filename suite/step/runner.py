@@ -25,7 +25,7 @@ from bwd_suite.suite.outcomes import FailureKind, Verdict
 from bwd_suite.suite.profiles import STEP_KIND
 from bwd_suite.suite.rows import ResultRow, RunInfo
 from bwd_suite.suite.step import backends as be
-from bwd_suite.suite.step import compare
+from bwd_suite.suite.step import compare, measure
 from bwd_suite.suite.step.checks import CHECKS, Judge
 from bwd_suite.suite.step.loop import PLAIN, Run, step_seed
 from bwd_suite.suite.step.models import models
@@ -289,8 +289,20 @@ def _conditioning(group: _Group, golden, eager, ref: dict, dtype, t: int, seed: 
     return drift
 
 
+def _stored(measured: Optional[dict]) -> tuple:
+    """(stages_json, ledger_json) of a measured check (forward_modules left out: they are
+    the recompute check's input, and a 24-block model's module names are long)."""
+    if not measured:
+        return None, None
+    if "error" in measured:
+        return json.dumps({"error": measured["error"]}), None
+    st = {k: v for k, v in measured["stages"].items() if k not in ("forward_modules",
+                                                                   "last_step")}
+    return json.dumps(st), json.dumps(measured["ledger"])
+
+
 def row(s: Scenario, cs: ChoiceSet, name: str, outcome: Outcome, run: Optional[RunInfo],
-        duration: float) -> ResultRow:
+        duration: float, measured: Optional[dict] = None) -> ResultRow:
     check = CHECKS[name]
     params = dict(s.params, model=s.model, checkpoint=list(s.checkpoint),
                   impl={op: c.name for op, c in cs.choices.items()})
@@ -301,21 +313,38 @@ def row(s: Scenario, cs: ChoiceSet, name: str, outcome: Outcome, run: Optional[R
                         impl_version=cs.version,
                         known_failure=check.expected_failure or None)
     r.outputs = [j.as_row() for j in outcome.judged]
+    r.stages_json, r.ledger_json = _stored(measured)
+    for k, v in measure.summary(measured).items():
+        setattr(r, k, v)
+    if r.time_median_s is not None:
+        r.timing_method = measured["stages"]["timing"]
     if outcome.error is not None:
         verdict, kind, why = outcome.error
         return r.finish(verdict, why, kind, duration)
     failed = [j for j in outcome.judged if j.failure]
     if failed:
         return r.finish(Verdict.FAIL, failed[0].message, failed[0].failure, duration)
+    again = (measured or {}).get("stages", {}).get("recompute")
+    if again and not again["exact"]:
+        return r.finish(Verdict.FAIL, f"the checkpointed backward counts "
+                        f"{again['backward_flops']:,} FLOPs, not the plain backward's plus "
+                        f"the recomputed forward's {again['expected_backward_flops']:,} "
+                        f"(recomputed {again['recomputed_flops']:,})",
+                        FailureKind.MISMATCH, duration)
     if not outcome.judged:
         return r.finish(Verdict.ERROR, "nothing was compared", FailureKind.HARNESS, duration)
     return r.finish(Verdict.PASS, "", None, duration)
 
 
-def run_scenario(s: Scenario, cs: ChoiceSet, device, run: Optional[RunInfo] = None
-                 ) -> list[ResultRow]:
-    """The rows of every check of `s` under `cs`, in the scenario's check order."""
+def run_scenario(s: Scenario, cs: ChoiceSet, device, run: Optional[RunInfo] = None,
+                 timed_steps: int = 0) -> list[ResultRow]:
+    """The rows of every check of `s` under `cs`, in the scenario's check order; with
+    `timed_steps`, the plain, checkpointed and offloaded steps measured (suite/step/
+    measure.py) on the float64, checkpoint and offload rows."""
     started = time.monotonic()
     outcomes = check_steps(s, cs, device)
+    measured = measure.measure_scenario(s, cs.backends_for, device, timed_steps) \
+        if timed_steps else {}
     took = time.monotonic() - started
-    return [row(s, cs, name, outcomes[name], run, took) for name in s.checks]
+    return [row(s, cs, name, outcomes[name], run, took, measured.get(name))
+            for name in s.checks]
