@@ -32,11 +32,9 @@ def _free(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def _one(s: Scenario, backends_for, device, check: str, timed_steps: int) -> dict:
+def _one(s: Scenario, backends_for, device, check: str, timed_steps: int, init: dict) -> dict:
     spec = s.spec
-    variant = PLAIN if CHECKS[check].variant(s.params, s.checkpoint) is None \
-        else CHECKS[check].variant(s.params, s.checkpoint)
-    init = spec.init(s.params, s.seed)
+    variant = CHECKS[check].variant(s.params, s.checkpoint) or PLAIN
     batch = spec.training.batch(s.params, s.seed, device)
     run = Run(spec, s.params, backends_for(device), DTYPES[s.params["dtype"]], device, init,
               batch, variant, s.seed)
@@ -57,15 +55,18 @@ def recompute(plain: dict, checkpointed: dict, s: Scenario) -> dict:
             "backward_flops": got, "exact": got == expected}
 
 
-def measure_scenario(s: Scenario, backends_for, device, timed_steps: int = 3) -> dict:
+def measure_scenario(s: Scenario, backends_for, device, timed_steps: int = 3,
+                     init: Optional[dict] = None) -> dict:
     """{check: {"stages": ..., "ledger": ...} or {"error": text}} for the measured checks of
-    `s`; the checkpoint entry's stages also carry `recompute`."""
+    `s`; the checkpoint entry's stages also carry `recompute`. `init`: the scenario's initial
+    parameters when drawn already."""
     device = torch.device(device)
+    init = s.spec.init(s.params, s.seed) if init is None else init
     _free(device)
     out: dict = {}
     for check in (c for c in MEASURED if c in s.checks):
         try:
-            out[check] = _one(s, backends_for, device, check, timed_steps)
+            out[check] = _one(s, backends_for, device, check, timed_steps, init)
         except Exception as e:  # noqa: BLE001 - a measurement that fails is noted, not fatal
             tail = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-2:])
             out[check] = {"error": f"{type(e).__name__}: {e} | {tail[-800:]}"}

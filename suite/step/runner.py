@@ -196,12 +196,14 @@ def _pooled_ref(records: dict, golden, pooled: dict) -> dict:
     return dict(pooled)
 
 
-def check_steps(s: Scenario, cs: ChoiceSet, device) -> dict[str, Outcome]:
-    """Every check of `s` under `cs`: {check name: Outcome}."""
+def check_steps(s: Scenario, cs: ChoiceSet, device, init: Optional[dict] = None
+                ) -> dict[str, Outcome]:
+    """Every check of `s` under `cs`: {check name: Outcome}. `init`: the scenario's initial
+    parameters when the caller drew them already (ModelSpec.init)."""
     dtype = DTYPES[s.params["dtype"]]
     spec = s.spec
     outcomes = {name: Outcome() for name in s.checks}
-    init = spec.init(s.params, s.seed)
+    init = spec.init(s.params, s.seed) if init is None else init
     batch = spec.training.batch(s.params, s.seed, torch.device(device))
     try:
         group = _Group(s, cs, device, dtype, init, batch)
@@ -342,8 +344,9 @@ def run_scenario(s: Scenario, cs: ChoiceSet, device, run: Optional[RunInfo] = No
     `timed_steps`, the plain, checkpointed and offloaded steps measured (suite/step/
     measure.py) on the float64, checkpoint and offload rows."""
     started = time.monotonic()
-    outcomes = check_steps(s, cs, device)
-    measured = measure.measure_scenario(s, cs.backends_for, device, timed_steps) \
+    init = s.spec.init(s.params, s.seed)
+    outcomes = check_steps(s, cs, device, init)
+    measured = measure.measure_scenario(s, cs.backends_for, device, timed_steps, init) \
         if timed_steps else {}
     took = time.monotonic() - started
     return [row(s, cs, name, outcomes[name], run, took, measured.get(name))
