@@ -51,3 +51,28 @@ def test_a_bad_impl_flag_exits_2(tmp_path, capsys, impl, says):
     code = cli.main(["step", "--device", "cpu", "--impl", impl, "--out", str(tmp_path)])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "--impl" in err and says in err, err
+
+
+def test_the_command_writes_rows_that_summary_reads_and_names_the_rerun(tmp_path, capsys):
+    """A passing run exits 0 and its rows read back; a failing one exits 1 and prints, per
+    failing check, the `step` command that reruns its scenario with the same choice."""
+    from bwd_suite.suite import results
+
+    ok = tmp_path / "ok.parquet"
+    assert cli.main(["step", "--device", "cpu", "--scenario", "step/transformer-tiny-fp32$",
+                     "--no-timing", "--output", str(ok)]) == 0
+    rows = results.read_rows([ok])
+    assert {r.case_id for r in rows} == {f"step/transformer-tiny-fp32/{c}" for c in (
+        "float64", "loss", "checkpoint", "offload", "accumulation", "accumulation_mean",
+        "overflow")}
+    assert all(r.op == "step" and r.impl == "eager" and r.case_file ==
+               "scenarios/transformer.toml" for r in rows)
+    assert cli.main(["summary", str(ok)]) == 0
+    capsys.readouterr()
+    bad = tmp_path / "bad.parquet"
+    assert cli.main(["step", "--device", "cpu", "--scenario", "step/transformer-tiny-fp32$",
+                     "--no-timing", "--impl", "attention=mutant_attn_dk_dv_swapped",
+                     "--output", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert ("rerun: python -m bwd_suite step --scenario 'step/transformer-tiny-fp32$' --impl "
+            "attention=mutant_attn_dk_dv_swapped --device cpu --profile smoke") in out
