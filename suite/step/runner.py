@@ -133,21 +133,15 @@ class _Group:
                 y = check.yardstick_check
                 variants.setdefault(y, CHECKS[y].variant(s.params, s.checkpoint))
         self.runs: dict = {}  # (side, variant name) -> Run; side "eager" or "choice"
-        for name, v in variants.items():
-            self.runs[("eager", name)] = None  # made when needed below
         needed_eager = {PLAIN_KEY} | {CHECKS[n].yardstick_check for n in s.checks
                                       if CHECKS[n].judge is Judge.FLOAT64 and n in variants}
-        for name in needed_eager:
+        for name in sorted(needed_eager, key=list(variants).index):
             self.runs[("eager", name)] = make(eager.backends_for(device), dtype,
                                               variants[name], init)
         for name in [PLAIN_KEY] + [n for n in s.checks if n in variants]:
-            key = ("eager", name)
-            if same and self.runs.get(key) is not None:
-                self.runs[("choice", name)] = self.runs[key]
-            else:
-                self.runs[("choice", name)] = make(cs.backends_for(device), dtype,
-                                                   variants[name], init)
-        self.runs = {k: r for k, r in self.runs.items() if r is not None}
+            shared = self.runs.get(("eager", name)) if same else None
+            self.runs[("choice", name)] = shared or make(cs.backends_for(device), dtype,
+                                                         variants[name], init)
         self.deterministic = self.runs[("choice", PLAIN_KEY)].backends.deterministic
 
     def unique(self) -> dict:
@@ -196,6 +190,24 @@ def _pooled_ref(records: dict, golden, pooled: dict) -> dict:
     return dict(pooled)
 
 
+def _needs(name: str, run_key: dict) -> set:
+    """The runs whose records a check's verdict needs: its own, and the plain run it is
+    compared with bit for bit."""
+    keys = {run_key[name]}
+    if CHECKS[name].judge in (Judge.SAME, Judge.BITWISE):
+        keys.add(("choice", PLAIN_KEY))
+    return keys
+
+
+def _harness(err: tuple, what: str) -> tuple:
+    """A failure of a run the verdicts stand on (the float64 model, the eager run): the
+    suite could not judge, which is no implementation's failure; an eager op that refuses
+    the case stays unsupported."""
+    verdict, kind, why = err
+    return (verdict, FailureKind.HARNESS if verdict is Verdict.ERROR else kind,
+            f"{what}: {why}")
+
+
 def check_steps(s: Scenario, cs: ChoiceSet, device, init: Optional[dict] = None
                 ) -> dict[str, Outcome]:
     """Every check of `s` under `cs`: {check name: Outcome}. `init`: the scenario's initial
@@ -203,28 +215,28 @@ def check_steps(s: Scenario, cs: ChoiceSet, device, init: Optional[dict] = None
     dtype = DTYPES[s.params["dtype"]]
     spec = s.spec
     outcomes = {name: Outcome() for name in s.checks}
+
+    def fail_all(err: tuple) -> dict:
+        for o in outcomes.values():
+            o.error = o.error or err
+        return outcomes
+
     init = spec.init(s.params, s.seed) if init is None else init
     batch = spec.training.batch(s.params, s.seed, torch.device(device))
     try:
         group = _Group(s, cs, device, dtype, init, batch)
     except Exception as e:  # noqa: BLE001 - building a run is part of the item
-        err = _failure(e)
-        for o in outcomes.values():
-            o.error = err
-        return outcomes
+        return fail_all(_failure(e))
     run_key = {n: ("choice", n if ("choice", n) in group.runs else PLAIN_KEY)
                for n in s.checks}
+    eager_plain = group.runs[("eager", PLAIN_KEY)]
     live = group.unique()
     pooled: dict = {}
     for t in range(1, s.params["steps"] + 1):
         try:
             golden = group.shadow.step(t)
         except Exception as e:  # noqa: BLE001 - no truth, no verdict
-            verdict, kind, why = _failure(e)
-            for o in outcomes.values():
-                o.error = o.error or (verdict, FailureKind.HARNESS if verdict is Verdict.ERROR
-                                      else kind, f"the float64 model: {why}")
-            return outcomes
+            return fail_all(_harness(_failure(e), "the float64 model"))
         records = {}
         for key, run in list(live.items()):
             if run.variant.overflow_step and t > run.variant.overflow_step:
@@ -234,29 +246,27 @@ def check_steps(s: Scenario, cs: ChoiceSet, device, init: Optional[dict] = None
                 records[key] = run.step(t)
             except Exception as e:  # noqa: BLE001 - costs the checks that need this run
                 del live[key]
-                verdict, kind, why = _failure(e)
-                if key[0] == "eager" and run is not group.runs.get(("choice", key[1])):
-                    verdict, kind, why = (verdict, FailureKind.HARNESS if verdict is
-                                          Verdict.ERROR else kind, f"the eager run: {why}")
+                err = _failure(e)
+                mine = {k for k, r in group.runs.items() if r is run}
                 for name in s.checks:
-                    needs = {run_key[name], ("choice", PLAIN_KEY)
-                             if CHECKS[name].judge in (Judge.SAME, Judge.BITWISE) else None,
-                             ("eager", CHECKS[name].yardstick_check if CHECKS[name].variant(
-                                 s.params, s.checkpoint) else PLAIN_KEY)}
-                    if any(group.runs.get(k) is run for k in needs if k):
-                        outcomes[name].error = outcomes[name].error or (verdict, kind, why)
-        by_run = {id(r): rec for key, rec in records.items() for r in [group.runs[key]]}
-        full = {key: by_run[id(r)] for key, r in group.runs.items() if id(r) in by_run}
+                    if mine & _needs(name, run_key):
+                        outcomes[name].error = outcomes[name].error or err
+                if run is eager_plain:  # no yardstick, no bound for the others
+                    return fail_all(_harness(err, "the eager run"))
+        full = {key: records[first] for first, r0 in live.items() if first in records
+                for key, r in group.runs.items() if r is r0}
         ref = _pooled_ref({k: v for k, v in full.items() if k[0] == "eager"}, golden,
                           pooled)
-        cond = _conditioning(group, golden, full[("eager", PLAIN_KEY)], ref, dtype, t, s.seed) \
-            if ("eager", PLAIN_KEY) in full else {}
+        try:
+            cond = _conditioning(group, golden, full[("eager", PLAIN_KEY)], ref, dtype, t,
+                                 s.seed)
+        except Exception as e:  # noqa: BLE001 - no conditioning, no bound
+            return fail_all(_harness(_failure(e), "the float64 conditioning runs"))
         for name in s.checks:
-            o, check = outcomes[name], CHECKS[name]
-            rec = full.get(run_key[name])
+            o, rec = outcomes[name], full.get(run_key[name])
             if o.error is not None or rec is None:
                 continue
-            o.judged += _judge(check.judge, rec, group.deterministic,
+            o.judged += _judge(CHECKS[name].judge, rec, group.deterministic,
                                full.get(("choice", PLAIN_KEY)), golden, ref, dtype, cond)
     return outcomes
 

@@ -129,3 +129,14 @@ def test_a_recomputation_with_other_dropout_masks_is_caught(monkeypatch):
     monkeypatch.setitem(ck.CHECKS, "checkpoint", bug)
     r = run(only("mamba-tiny-dropout", "checkpoint"))["checkpoint"]
     assert r.verdict is Verdict.FAIL and "not bitwise equal to the plain run" in r.reason
+
+
+def test_an_implementation_that_raises_costs_its_checks_not_the_run():
+    """The checks whose runs call it are errors with its exception; the float64 model and
+    the eager runs go on."""
+    rows = run(only("mamba-tiny-fp32", "float64", "offload", "accumulation_mean"),
+               "causal_conv1d=tests.helpers:raising")
+    for check, r in rows.items():
+        assert r.verdict is Verdict.ERROR and "deliberate failure" in r.reason, check
+    # a declared failure that errs is still expected: an error is a failure
+    assert rows["accumulation_mean"].expected
