@@ -12,6 +12,7 @@ of the checkpoint check fails.
 from __future__ import annotations
 
 import gc
+import statistics
 import traceback
 from typing import Optional
 
@@ -78,17 +79,20 @@ def measure_scenario(s: Scenario, backends_for, device, timed_steps: int = 3,
 
 
 def summary(measured: Optional[dict]) -> dict:
-    """The standard columns a measured row fills: the step's median time, its FLOPs,
-    launches and memory peak (the allocator's on CUDA), its saved activations."""
+    """The standard columns a measured row fills: the timed steps' seconds (samples, median,
+    IQR), the step's FLOPs, launches and memory peak (the allocator's on CUDA), its saved
+    activations."""
     if not measured or "error" in measured:
         return {}
     st, mem = measured["stages"]["stages"], measured["ledger"]
-    times = [v["time_ms"] for v in st.values() if v["time_ms"] is not None]
+    samples = measured["stages"].get("step_samples_s") or []
     launches = [v["launches"] for v in st.values() if v["launches"] is not None]
-    cols = {"time_median_s": sum(times) / 1e3 if times else None,
-            "wall_median_ms": sum(times) if times else None,
-            "flops": sum(v["flops"] for v in st.values()),
+    cols = {"flops": sum(v["flops"] for v in st.values()),
             "launches": sum(launches) if launches else None}
+    if samples:  # the whole step's samples: `compare` tests them as the ops' samples
+        q = statistics.quantiles(samples, n=4) if len(samples) > 1 else [samples[0]] * 3
+        cols.update(time_samples_s=list(samples), time_median_s=statistics.median(samples),
+                    time_iqr_s=q[2] - q[0], wall_median_ms=statistics.median(samples) * 1e3)
     if "error" not in mem:
         cols["peak_mem_bytes"] = mem.get("allocator_peak")
         cols["saved_bytes"] = mem.get("saved_after_forward")

@@ -98,18 +98,21 @@ def recomputed(modules: dict, patterns: dict, checkpoint) -> int:
 def measure(step: Callable[[int, Callable], object], device, timed_steps: int = 3,
             first_step: int = 1) -> dict:
     """{"stages": {stage: {"time_ms", "flops", "launches"}}, "forward_modules": {module:
-    flops}, "timed_steps": n, "timing", "last_step"} of `step(t, stages)` (a Run's step),
-    one untimed step first."""
+    flops}, "timed_steps": n, "step_samples_s": [the timed steps' seconds], "timing",
+    "last_step"} of `step(t, stages)` (a Run's step), one untimed step first."""
     device = torch.device(device)
     t = first_step
     step(t, _Timer(device))  # warm: allocator, kernels built, caches
     times = {k: [] for k in STAGES}
+    totals = []  # seconds of each timed step, its stages together
     for _ in range(timed_steps):
         t += 1
         timer = _Timer(device)
         step(t, timer)
-        for k, v in timer.seconds().items():
+        seconds = timer.seconds()
+        for k, v in seconds.items():
             times[k].append(v)
+        totals.append(sum(seconds.values()))
     t += 1
     flops = _Flops()
     step(t, flops)
@@ -123,5 +126,6 @@ def measure(step: Callable[[int, Callable], object], device, timed_steps: int = 
                   "launches": launches.count.get(k) if launches else None}
               for k in STAGES}
     return {"stages": stages, "forward_modules": flops.modules, "timed_steps": timed_steps,
+            "step_samples_s": totals,
             "timing": "cuda_events" if device.type == "cuda" else "perf_counter",
             "last_step": t}
