@@ -42,7 +42,8 @@ def lines(df, sep: str) -> list:
     for _, r in rows.iterrows():
         st = json.loads(r.stages_json)
         if "error" in st:
-            out.append(sep.join([r.case_group, r.impl, STEPS.get(r.case_id.rsplit("/", 1)[-1], "?"),
+            step = STEPS.get(r.case_id.rsplit("/", 1)[-1], "?")
+            out.append(sep.join([r.case_group, r.impl, step,
                                  f"not measured: {st['error'][:120]}"]))
             continue
         s = st["stages"]
@@ -56,7 +57,8 @@ def lines(df, sep: str) -> list:
                f"{s['backward']['flops'] / 1e9:,.1f}"]))
         if "recompute" in st:
             a = st["recompute"]
-            out.append(f"  recompute: {a['recomputed_flops'] / 1e9:,.1f} GFLOP, exact: {a['exact']}")
+            out.append(f"  recompute: {a['recomputed_flops'] / 1e9:,.1f} GFLOP, "
+                       f"exact: {a['exact']}")
     out.append("")
     modelled = CLASSES[:4]  # temporaries and workspace have no model
     out.append(sep.join(["scenario", "impl", "step"]

@@ -102,7 +102,6 @@ SPEC = register_model(ModelSpec(
     ops=("layer_norm", "linear", "causal_conv1d"),
     init=lambda p, seed: common.init(build, p, seed),
     build=build,
-    vocab=lambda p: p["vocab"],
     training=TRAINING,
     saved_bytes=saved_bytes,
     layer_modules={"block": r"\.blocks\.\d+$", "mixer": r"\.blocks\.\d+\.mixer$"},

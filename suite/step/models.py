@@ -62,7 +62,6 @@ class ModelSpec:
     init: Callable[[Mapping, int], dict]
     # (params, dtype, device) -> nn.Module whose named parameters are those of `init`
     build: Callable[[Mapping, Any, Any], Any]
-    vocab: Callable[[Mapping], int]
     training: Training
 
     # --- memory and flops models (docs/step.md#memory-ledger) ---

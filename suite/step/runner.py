@@ -1,12 +1,16 @@
 """One scenario under one choice of backwards: its runs in lockstep, its checks, its rows.
 
-For each choice set the runs are: the float64 shadow (every op's golden), the eager run
-(every op's yardstick: its error at each step sizes the bound, as the ops' yardstick does),
-the plain run of the choice (the eager run itself when the choice is eager), and one run
-per check that needs a variant. They step together, so that each step's tensors are
-compared and dropped before the next (a 130M-parameter model's state is gigabytes). A run
-that raises costs its own checks (error, or unsupported when an implementation refuses),
-never the others'; the shadow or the eager run raising costs every check (harness).
+For each choice set the runs are: the float64 shadow (every op's golden) and two float64
+runs whose gradients are moved at every step (the conditioning, `_conditioning`); the eager
+runs (every op's yardstick: plain, and the variants whose checks are judged against
+float64), whose largest error at each step sizes the bound as the ops' yardstick does; the
+choice's plain run and one run per check that needs a variant (the eager ones themselves
+when the choice is eager). They step together, so that each step's tensors are compared
+and dropped before the next (a 124M-parameter model's state is gigabytes). A run that
+raises costs the checks that need it (error, or unsupported when an implementation
+refuses); the float64 runs or the eager plain run raising cost every check (harness).
+With timing, the plain, checkpointed and offloaded steps are then measured alone
+(suite/step/measure.py).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Callable, Mapping, Optional
 import torch
 
 from bwd_suite.suite import registry, tolerances, verdicts
+from bwd_suite.suite.errors import SuiteInputError, did_you_mean
 from bwd_suite.suite.inputs import DTYPES, generator
 from bwd_suite.suite.outcomes import FailureKind, Verdict
 from bwd_suite.suite.profiles import STEP_KIND
@@ -72,7 +77,8 @@ def choice_set(s: Scenario, text: Optional[str], where: str = "--impl") -> Choic
         for op in chosen:
             if op not in ops and op not in registry.ops() and not any(
                     op in m.local_ops for m in models().values()):
-                raise registry_error(where, op, spec)
+                raise SuiteInputError(where, f"no op {op!r}: "
+                                      + did_you_mean(op, spec.all_ops))
         # a set may name ops of other models of the run (attention for a Mamba scenario)
         names = dict(eager, **{op: n for op, n in chosen.items() if op in ops})
     choices = {op: be.resolve(op, n, spec.local_ops, where) for op, n in names.items()}
@@ -80,12 +86,6 @@ def choice_set(s: Scenario, text: Optional[str], where: str = "--impl") -> Choic
     label = text.strip() if text and text.strip() in (be.EAGER, be.OURS) else (
         ",".join(f"{op}={n}" for op, n in sorted(differ.items())) or be.EAGER)
     return ChoiceSet(label, choices, text or "")
-
-
-def registry_error(where: str, op: str, spec):
-    from bwd_suite.suite.errors import SuiteInputError, did_you_mean
-
-    return SuiteInputError(where, f"no op {op!r}: " + did_you_mean(op, spec.all_ops))
 
 
 def eager_set(s: Scenario) -> ChoiceSet:
