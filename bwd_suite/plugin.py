@@ -156,7 +156,9 @@ def _cases_dir() -> Path:
 
 
 def pytest_collect_file(file_path: Path, parent):
-    if file_path.suffix == ".toml" and _cases_dir() in file_path.resolve().parents:
+    # cases/scenarios/ holds training-step scenarios, run by `python -m bwd_suite step`
+    if file_path.suffix == ".toml" and _cases_dir() in file_path.resolve().parents \
+            and (_cases_dir() / "scenarios") not in file_path.resolve().parents:
         return CaseFile.from_parent(parent, path=file_path)
     return None
 

@@ -7,7 +7,10 @@ measured ceiling (time = bytes / copy bandwidth, or flops / compute peak) and th
 device copies of the items' own bytes, timed as the items were.
 
 `bars`: one horizontal bar per implementation, e.g. its geometric-mean fraction of the
-roofline, on a linear axis from 0 to 100 % (further when a value passes it)."""
+roofline, on a linear axis from 0 to 100 % (further when a value passes it).
+
+`stacked`: one horizontal bar per row made of segments (a training step's stages), on a
+linear axis from 0 to the longest row's total, with a legend of the segments."""
 
 from __future__ import annotations
 
@@ -346,3 +349,108 @@ def bars(data: Sequence[BarDatum], colors: dict, x_label: str, aria: str) -> Opt
     return Bars(width=WIDTH, height=height, left=BAR_LEFT, top=BAR_TOP, plot_w=pw, plot_h=ph,
                 bars=tuple(out), xticks=ticks, x_label=x_label,
                 x_label_at=(BAR_LEFT + pw / 2, height - 4), aria=aria)
+
+
+# -- stacked bars ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StackPart:
+    """One part of a stacked row: its name (the legend's), value and hover text."""
+
+    name: str
+    value: float
+    title: str
+
+
+@dataclass(frozen=True)
+class StackRow:
+    label: str
+    segments: tuple  # StackPart per part, in the legend's order
+    text: str  # the total as shown at the bar's end
+
+
+@dataclass(frozen=True)
+class Piece:
+    name: str
+    color: str
+    x: float
+    w: float
+    title: str
+
+
+@dataclass(frozen=True)
+class StackBar:
+    label: str
+    y: float
+    h: float
+    ly: float
+    pieces: tuple
+    text: str
+    tx: float
+
+
+@dataclass(frozen=True)
+class Stacked:
+    width: int
+    height: int
+    left: float
+    top: float
+    plot_w: float
+    plot_h: float
+    rows: tuple
+    xticks: tuple
+    legend: tuple
+    x_label: str
+    x_label_at: tuple
+    aria: str
+
+
+def _nice_step(top: float) -> float:
+    """A tick step of 1, 2 or 5 times a power of ten giving 3 to 8 ticks up to top."""
+    base = 10 ** math.floor(math.log10(top))
+    return next(m * base for m in (0.2, 0.5, 1.0, 2.0) if top / (m * base) <= 8)
+
+
+def stacked(rows: Sequence[StackRow], colors: dict, x_label: str, tick: Callable[[float], str],
+            aria: str) -> Optional[Stacked]:
+    """Rows of segments stacked left to right in the order given, `colors` a colour per
+    segment name; None when no row has a positive total."""
+    rows = [r for r in rows if sum(s.value for s in r.segments if s.value and s.value > 0) > 0]
+    if not rows:
+        return None
+    top = max(sum(s.value for s in r.segments if s.value and s.value > 0) for r in rows)
+    step = _nice_step(top)
+    top = math.ceil(top / step - 1e-9) * step
+    pw = WIDTH - BAR_LEFT - BAR_RIGHT
+    legend_h = 18
+    ph = BAR_ROW * len(rows)
+    height = BAR_TOP + legend_h + ph + BAR_BOTTOM
+    y0 = BAR_TOP + legend_h
+
+    def sx(v):
+        return round(BAR_LEFT + v / top * pw, 1)
+
+    out = []
+    for k, r in enumerate(rows):
+        y = y0 + k * BAR_ROW + (BAR_ROW - BAR_H) / 2
+        x, pieces = 0.0, []
+        for sg in r.segments:
+            if not sg.value or sg.value <= 0:
+                continue
+            pieces.append(Piece(sg.name, colors.get(sg.name, "#7f7f7f"), sx(x),
+                                round(sx(x + sg.value) - sx(x), 1), sg.title))
+            x += sg.value
+        out.append(StackBar(_cut(r.label, int((BAR_LEFT - 12) / CHAR_W)), y, BAR_H,
+                            y + BAR_H - 3, tuple(pieces), r.text, sx(x) + 5))
+    names = list(dict.fromkeys(sg.name for r in rows for sg in r.segments))
+    legend, lx = [], BAR_LEFT
+    for n in names:
+        legend.append(Legend(n, colors.get(n, "#7f7f7f"), lx + 4, BAR_TOP + 6, lx + 12,
+                             BAR_TOP + 10))
+        lx += 24 + CHAR_W * len(n)
+    n_ticks = int(round(top / step))
+    ticks = tuple(Tick(sx(k * step), y0, sx(k * step), y0 + ph, sx(k * step), y0 + ph + 14,
+                       tick(k * step)) for k in range(n_ticks + 1))
+    return Stacked(width=WIDTH, height=height, left=BAR_LEFT, top=y0, plot_w=pw, plot_h=ph,
+                   rows=tuple(out), xticks=ticks, legend=tuple(legend), x_label=x_label,
+                   x_label_at=(BAR_LEFT + pw / 2, height - 4), aria=aria)

@@ -108,13 +108,15 @@ COLUMNS = ("run_id", "run_started", "host", "device", "device_name", "op", "case
            "peak_mem_bytes", "flops",
            "tflops", "peak_tflops", "frac_peak_flops", "saved_bytes", "memory_bounds_json",
            # what the command that reruns an item is built from (suite/reproduce.py)
-           "case_file", "tags", "impl_origin", "profile", "det_repeats", "timing_method")
+           "case_file", "tags", "impl_origin", "profile", "det_repeats", "timing_method",
+           # training-step scenarios (reports/steps.py)
+           "stages_json", "ledger_json")
 # columns a frame may lack (rows built by hand, not read through suite.results): null
 OPTIONAL = ("wall_median_ms", "launches", "stats_json", "impl_facts_json", "peak_mem_bytes",
             "host", "device",
             "flops", "tflops", "peak_tflops", "frac_peak_flops", "saved_bytes",
             "memory_bounds_json", "case_file", "tags", "impl_origin", "profile",
-            "det_repeats", "timing_method")
+            "det_repeats", "timing_method", "stages_json", "ledger_json")
 
 
 def _case_ranks(rows: pd.DataFrame) -> pd.Series:

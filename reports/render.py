@@ -24,7 +24,7 @@ from markupsafe import Markup
 
 from bwd_suite.reports import (changes, details, failures, fmt, headline, history, items, known,
                                ledger, matrix, palette, roofline, sections, speedup, summary)
-from bwd_suite.reports import coverage
+from bwd_suite.reports import coverage, steps
 from bwd_suite.suite.regression import Rule, compare
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -77,6 +77,7 @@ class Report:
     # one line per results file whose run did not finish its plan: the page's first words
     incomplete: tuple = ()
     ledger: tuple = ()  # ledger.OpLedger per op that declares memory bounds
+    steps: tuple = ()  # steps.ScenarioSection per training-step scenario
     headline: Optional[headline.Headline] = None  # the first screen: verdict and identity
 
 
@@ -171,6 +172,7 @@ def build(current: pd.DataFrame, baseline: Optional[pd.DataFrame] = None,
         coverage=coverage.build(current),
         incomplete=tuple(incomplete),
         ledger=ledger.build(its, colors),
+        steps=steps.build(its, colors),
         headline=headline.build(its, chg, baseline is not None, current, baseline),
     )
 

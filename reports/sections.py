@@ -72,6 +72,8 @@ def build(report) -> tuple:
                 _n(sum(o.n_timed for o in report.roofline)), "timed items"),
         Section("memory-ledger", "_ledger.html.j2", "Memory ledger", "Memory ledger",
                 _n(sum(len(x.rows) + len(x.more_rows) for x in report.ledger)), "items"),
+        Section("steps", "_steps.html.j2", "Training steps", "Training steps",
+                _n(len(report.steps)), "scenarios"),
         Section("side-by-side", "_speedup.html.j2", "Side by side",
                 "Implementations side by side",
                 _n(sum(len(s.rows) for s in report.speedup)), "cases"),

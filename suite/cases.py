@@ -42,7 +42,7 @@ from bwd_suite.suite import covering, registry
 from bwd_suite.suite.errors import SuiteInputError, did_you_mean
 from bwd_suite.suite.params import INT64_MAX
 from bwd_suite.suite.profiles import (  # noqa: F401 - re-exported
-    CASES_DIR, PROFILE_INCLUDES, PROFILES, profile_tags)
+    CASES_DIR, PROFILE_INCLUDES, PROFILES, SCENARIOS, profile_tags)
 
 _FILE_KEYS = {"op", "seed", "defaults", "sweep", "case"}
 _ENTRY_KEYS = {"name", "tags", "seed", "exclude", "combine", "strength"}
@@ -404,7 +404,9 @@ def load_cases(paths: Iterable[Path] = (), op: Optional[str] = None,
     for p in (list(paths) or [root]):
         p = Path(p)
         if p.is_dir():
-            files += sorted(p.rglob("*.toml"))
+            # training-step scenarios are another kind of case (suite/step/scenario.py)
+            files += sorted(f for f in p.rglob("*.toml")
+                            if SCENARIOS not in f.relative_to(p).parts)
         elif p.exists():
             files.append(p)
         else:

@@ -76,7 +76,7 @@ MAXIMA = {"repeats": 1000, "samples": 100_000, "warmup": 100_000, "warmup_ms": 6
           "max_time": 86_400, "workers": 1024, "threads": 1024, "item_timeout": 7 * 86_400,
           "budget": 1_000_000_000, "time": 30 * 86_400, "shrink_tries": 1_000_000,
           "shrink_time": 30 * 86_400, "max_lines": 10_000_000, "max_cases": 10_000_000,
-          "size_mib": 1 << 20, "factor": 1000.0}
+          "size_mib": 1 << 20, "factor": 1000.0, "timed_steps": 1000}
 
 
 def at_least(args, name: str, low: float, above: bool = False) -> None:

@@ -39,6 +39,8 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from bwd_suite.suite.profiles import STEP_KIND
+
 MAX_EXACT = 8  # a numeric parameter with more distinct offered values is binned for pairs
 MODULUS = 8  # "<int param> mod 8": 0 or not, a feature of binned int parameters
 CANDIDATES = 6  # offered cases tried per direction when testing a not-offered pair
@@ -618,7 +620,9 @@ def compute(df, impls: Optional[Iterable[str]] = None, op: Optional[str] = None,
         kinds = dict(zip(rows["impl"].astype(str), rows["impl_kind"].fillna("").astype(str)))
     out, binning = [], []
     for name in sorted(set(rows["op"].astype(str))):
-        if op is not None and name != op:
+        # a training-step scenario's row is no op's case: its keys are a model's, and its
+        # checks are judged by suite/step/ (its coverage is its checks)
+        if (op is not None and name != op) or name == STEP_KIND:
             continue
         of_op = rows[rows["op"].astype(str) == name].reset_index(drop=True)
         op_info = info.get(name, OpInfo())

@@ -11,6 +11,10 @@ PROFILES = ("smoke", "ci", "gpu", "perf", "nightly")
 # Nested: smoke < ci < gpu < nightly (perf stands apart).
 PROFILE_INCLUDES = {"ci": ("smoke",), "gpu": ("smoke", "ci"), "nightly": ("smoke", "ci", "gpu")}
 CASES_DIR = Path(__file__).resolve().parents[1] / "cases"
+# Training-step scenarios (suite/step/) live in cases/<SCENARIOS>/, a case kind beside the
+# ops' folders: op case loading passes over that folder, and their rows' op is STEP_KIND.
+SCENARIOS = "scenarios"
+STEP_KIND = "step"
 
 
 def profile_tags(profile: str) -> frozenset:

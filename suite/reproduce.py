@@ -33,9 +33,10 @@ import shlex
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
-from bwd_suite.suite.profiles import CASES_DIR, PROFILES, profile_tags
+from bwd_suite.suite.profiles import CASES_DIR, PROFILES, STEP_KIND, profile_tags
 
 RUN = ("python", "-m", "bwd_suite", "run")
+STEP = ("python", "-m", "bwd_suite", "step")  # a training-step scenario's row (suite/step/)
 DEFAULT_REPEATS = 3  # run's --repeats (suite/commands/run.py)
 # a run with timing times the items of these verdicts: such a row without a timing was
 # checked untimed
@@ -96,6 +97,8 @@ def rerun_command(row, **columns) -> Optional[str]:
     recorded = _text(row, "case_file", columns)
     if not (op and case_id and impl) or not recorded.endswith(".toml"):
         return None
+    if op == STEP_KIND:
+        return _step_command(row, case_id, impl, recorded, columns)
     words = list(RUN)
     cases = case_file_arg(recorded)
     if cases:
@@ -115,6 +118,25 @@ def rerun_command(row, **columns) -> Optional[str]:
     if _text(row, "verdict", columns) in UNTIMED_VERDICTS \
             and not _text(row, "timing_method", columns):
         words.append("--no-timing")
+    return shlex.join(words)
+
+
+def _step_command(row, case_id: str, impl: str, recorded: str, columns: Mapping) -> str:
+    """`step --scenario ID$ --impl SET`: a scenario's check reruns with the scenario (its
+    checks run together; their runs step in lockstep)."""
+    words = list(STEP)
+    cases = case_file_arg(recorded)
+    if cases:
+        words += ["--cases", cases]
+    words += ["--scenario", case_id.rpartition("/")[0] + "$", "--impl",
+              _text(row, "impl_origin", columns) or impl]
+    device = _text(row, "device", columns)
+    if device:
+        words += ["--device", device]
+    tags = _value(row, "tags", columns)
+    profile = profile_of(_text(row, "profile", columns), [] if tags is None else tags)
+    if profile:
+        words += ["--profile", profile]
     return shlex.join(words)
 
 
@@ -144,8 +166,8 @@ def rerun_failed_command(results, *, device: str = "", cases: Iterable = (),
 def rerun_failed_of(results, rows: list) -> Optional[str]:
     """rerun_failed_command for results read back (`summary`): what the run was given,
     read off its rows (the latest of each item); None when nothing counts against them."""
-    failing = [r for r in rows if r.counts_against]
-    if not failing:
+    failing = [r for r in rows if r.counts_against and r.op != STEP_KIND]
+    if not failing:  # a scenario's rows each name their own `step` command
         return None
     files = {case_file_arg(r.case_file) for r in failing if r.case_file.endswith(".toml")}
     cases = sorted(f for f in files if f)

@@ -460,9 +460,10 @@ def _v10_to_v11(table: pa.Table) -> pa.Table:
 
 
 def _v11_to_v12(table: pa.Table) -> pa.Table:
-    """Version 12 records what an implementation reported about its item (suite/facts.py);
-    older rows have nothing reported (null)."""
-    return _add_null_columns(table, ("impl_facts_json",))
+    """Version 12 records what an implementation reported about its item (suite/facts.py)
+    and the training-step scenarios' stages and memory ledger; older rows have none of them
+    (null)."""
+    return _add_null_columns(table, ("impl_facts_json", "stages_json", "ledger_json"))
 
 
 # version N -> the step that turns a version-N table into version N+1

@@ -189,6 +189,13 @@ class ResultRow:
     # {name: bytes} (OpSpec.memory_bounds), {"error": ...} when they raised; null where
     # the op declares none or the item was not timed (added in version 10)
     memory_bounds_json: Optional[str] = _col(_str)
+    # --- training-step scenarios (suite/step/; null on the ops' rows; added in version 12) ---
+    # per stage (forward, loss, backward, optimizer) its median time, exact FLOPs and
+    # kernel launches, as a JSON object (suite/step/stages.py)
+    stages_json: Optional[str] = _col(_str)
+    # the step's memory by state class, measured and modelled, as a JSON object
+    # (suite/step/ledger.py)
+    ledger_json: Optional[str] = _col(_str)
     duration_s: Optional[float] = _col(_f64)
 
     @classmethod

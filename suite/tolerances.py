@@ -166,6 +166,54 @@ def ceiling(tol_class: TolClass, out_dtype: torch.dtype, case_dtype: torch.dtype
                SUBNORMAL_CEILING_ULPS * subnormal_spacing(out_dtype, scale))
 
 
+# The per-step comparison of a training step with its float64 model (suite/step/): the
+# quantities after t steps carry every earlier step's roundings, so the bound grows with t.
+@dataclass(frozen=True)
+class StepGrowth:
+    per_step: float  # the floor and the ceiling after t steps: (1 + per_step (t - 1)) times
+    reason: str
+
+
+STEP_GROWTH = StepGrowth(
+    per_step=1.0,
+    reason="each step adds its own roundings to the trajectory, and the parameters it "
+           "updates carry the earlier steps' errors into the next forward; with no "
+           "contraction to rely on, t steps' errors add up to t times one step's (a random "
+           "walk would give sqrt(t); linear holds without assuming independence), so the "
+           "floor and the ceiling grow linearly with t. The yardstick's error at step t, the "
+           "same loop in eager PyTorch, already carries its own growth: k times it is not "
+           "grown again")
+
+
+def step_growth(step: int) -> float:
+    """How much the floor and the ceiling have grown after `step` steps (1 at the first)."""
+    return 1.0 + STEP_GROWTH.per_step * (max(step, 1) - 1)
+
+
+def step_allowed(tol_class: TolClass, out_dtype: torch.dtype, case_dtype: torch.dtype,
+                 yardstick_err: float, step: int, scale: float = 1.0,
+                 cond_err: float = 0.0) -> float:
+    """The largest normalized error of a training step's quantity (a loss, a gradient, a
+    parameter, a moment) after `step` steps against the float64 model: k times the eager
+    loop's error at that step plus the grown floor and COND_FACTOR times the conditioning,
+    under the grown ceiling (never below what the conditioning allows). No weak-yardstick
+    substitution (allowed_error's `fp32`): the eager loop's error is a whole step's
+    roundings, which one rounding to the output dtype does not describe.
+
+    cond_err: how far the float64 model's trajectory drifts by step t when every step's
+    gradients move by the error the gradients' own check allows (suite/step/runner.py).
+    Adam divides by sqrt(v): where a gradient is within that error of 0 its update changes
+    sign, by up to 2 lr, whatever the implementation, and the next steps' forward and
+    gradients move with it; as the ops' conditioning, it is what no implementation can
+    beat."""
+    t = TOLERANCES[tol_class]
+    g = step_growth(step)
+    floor = g * (t.floor_ulps * (torch.finfo(out_dtype).eps + subnormal_spacing(out_dtype, scale))
+                 + t.floor_fp32_ulps * EPS32)
+    return min(t.k * yardstick_err + floor + COND_FACTOR * cond_err,
+               g * ceiling(tol_class, out_dtype, case_dtype, cond_err, scale))
+
+
 def describe(tol_class: TolClass, case_dtype: torch.dtype, terms=None) -> str:
     t = TOLERANCES[tol_class]
     fp32 = f" + {t.fp32_part(t.floor_fp32_ulps, terms):.3g} fp32 ulp" \

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# One device call for the training-step scenarios (docs/step.md), in steps bounded so the call
+# ends by DEADLINE seconds (default 470: under 8 minutes with the machine's start):
+#   build   our CUDA extensions (conv1d, LayerNorm, cross entropy, AdamW), in the background
+#   ci      the ci scenarios (tiny models, every check) under eager PyTorch and our kernels:
+#           the CUDA paths of every check, in seconds
+#   eager   the gpu scenarios (a 124M-parameter Mamba-style model and GPT-2 small at
+#           sequence 2048, bf16 with fp32 masters) under eager PyTorch: every check against
+#           float64, then the plain, checkpointed and offloaded step timed, counted and
+#           ledgered
+#   ours    the same with our kernels (attention stays eager: the suite has no kernel of its
+#           own for it yet; linear is PyTorch's until its op lands)
+#   report  one HTML page of both, and the tables for BENCHMARKS.md (scripts/step_summary.py)
+#   device run: [DEADLINE=470] [STEPS="ci eager ours"] [TIMED=3] bash scripts/gpu_step.sh
+# Out: $OUT/step.log (everything printed), $OUT/*.parquet, $OUT/step.html, $OUT/summary.md,
+# the runs' logs.
+set -uo pipefail
+export PYTHONPATH=. PYTHONUNBUFFERED=1 BWD_SUITE_CACHE=/tmp/cache
+start=$SECONDS; deadline=${DEADLINE:-470}
+STEPS=${STEPS:-ci eager ours}
+TIMED=${TIMED:-3}
+GPU_SCENARIOS=(--scenario 'step/mamba-130m$' --scenario 'step/gpt2-small$')
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+# seconds for the next step: at most $1, and never past the deadline
+lim() { local l=$(( deadline - (SECONDS - start) - 20 )); [ $l -lt 1 ] && l=1; [ $l -lt $1 ] && echo $l || echo $1; }
+main() {
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+for op in causal_conv1d layer_norm cross_entropy adamw; do
+  MAX_JOBS=4 python3 -m bwd_suite prebuild --op "$op" > "$OUT/prebuild_$op.log" 2>&1 &
+done
+if has ci; then
+  timeout -s INT -k 10 "$(lim 60)" python3 -m bwd_suite step --profile ci --impl eager \
+    --timed-steps 1 --output "$OUT/ci_eager.parquet" > "$OUT/ci_eager.log" 2>&1
+  echo "ci eager: exit $? at $((SECONDS - start)) s"; tail -n 2 "$OUT/ci_eager.log"
+fi
+if has eager; then
+  timeout -s INT -k 20 "$(lim 200)" python3 -m bwd_suite step --profile gpu "${GPU_SCENARIOS[@]}" \
+    --impl eager --timed-steps "$TIMED" --output "$OUT/gpu_eager.parquet" > "$OUT/gpu_eager.log" 2>&1
+  echo "gpu eager: exit $? at $((SECONDS - start)) s"; grep -E "^step/|passed" "$OUT/gpu_eager.log"
+fi
+wait; tail -qn1 "$OUT"/prebuild_*.log; echo "built at $((SECONDS - start)) s"
+if has ours; then
+  if has ci; then
+    timeout -s INT -k 10 "$(lim 60)" python3 -m bwd_suite step --profile ci --impl ours \
+      --timed-steps 1 --output "$OUT/ci_ours.parquet" > "$OUT/ci_ours.log" 2>&1
+    echo "ci ours: exit $? at $((SECONDS - start)) s"; tail -n 2 "$OUT/ci_ours.log"
+  fi
+  timeout -s INT -k 20 "$(lim 200)" python3 -m bwd_suite step --profile gpu "${GPU_SCENARIOS[@]}" \
+    --impl ours --timed-steps "$TIMED" --output "$OUT/gpu_ours.parquet" > "$OUT/gpu_ours.log" 2>&1
+  echo "gpu ours: exit $? at $((SECONDS - start)) s"; grep -E "^step/|passed" "$OUT/gpu_ours.log"
+fi
+got=$(ls "$OUT"/*.parquet "$OUT"/*.parquet.journal 2>/dev/null)
+if [ -n "$got" ]; then
+  timeout "$(lim 40)" python3 -m bwd_suite report $got --output "$OUT/step.html" 2>&1 | tail -n 2
+  timeout "$(lim 20)" python3 scripts/step_summary.py $got --markdown > "$OUT/summary.md" 2>&1
+  cat "$OUT/summary.md"
+fi
+echo "done at $((SECONDS - start)) s"
+}
+main > "$OUT/step.log" 2>&1
+cat "$OUT/step.log"

@@ -1,0 +1,217 @@
+"""Which backward each op of a run calls, and the call itself.
+
+A run chooses one implementation per op (eager PyTorch, ours, a vendor's, an outside
+`op=module:object`), resolved through the registry exactly as `run --impl` resolves them;
+the float64 shadow chooses every op's golden. `Backends.call(op, params, inputs)` calls the
+choice through the op's contract (docs/contract.md): destination-passing into poisoned
+outputs, two-phase through `prepare`, an output written into an input's storage
+(`in_place`) on a copy, in-place updates (`mutates`: an optimizer) into the tensors given;
+the golden's updated inputs are copied back into them the same way.
+
+An op the registry does not hold yet (linear, while its op is being built) can be given by
+the model as a `LocalOp`: its eager backward under the yardstick's name and its float64
+formula, chosen and called the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional
+
+import torch
+
+from bwd_suite.suite import registry, values
+from bwd_suite.suite.errors import SuiteInputError, did_you_mean
+from bwd_suite.suite.inputs import poison_
+from bwd_suite.suite.opspec import CaseInputs
+
+GOLDEN = "golden"  # the float64 shadow's choice for every op
+EAGER = "eager"  # every op's yardstick (its same-dtype eager PyTorch implementation)
+OURS = "ours"  # every op's implementation of kind "ours" where it has one, else eager
+YARDSTICK_LOCAL = "torch_ref"  # the name a LocalOp's eager backward goes by
+
+
+@dataclass(frozen=True)
+class LocalOp:
+    """An op the model provides itself until the registry holds it: `eager(**tensors,
+    **attrs) -> {output: tensor}` in the run's dtype, `golden` the same in float64."""
+
+    eager: Callable[..., dict]
+    golden: Callable[..., dict]
+    deterministic: bool = True
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One op's backward in a run: a registered (or outside) implementation, the op's
+    LocalOp, or the golden."""
+
+    op: str
+    name: str  # the implementation's name, YARDSTICK_LOCAL for a LocalOp, GOLDEN
+    impl: Optional[registry.Implementation] = None
+    local: Optional[LocalOp] = None
+
+    @property
+    def deterministic(self) -> bool:
+        if self.impl is not None:
+            return self.impl.deterministic
+        return self.local.deterministic if self.local is not None else True
+
+    @property
+    def kind(self) -> str:
+        return self.impl.kind if self.impl is not None else "reference"
+
+    @property
+    def version(self) -> str:
+        return self.impl.version if self.impl is not None else ""
+
+
+def yardstick_name(op: str, local_ops: Mapping) -> str:
+    """The same-dtype eager implementation of `op`: the op's yardstick, or its LocalOp's."""
+    known = registry.ops()
+    if op in known:
+        return known[op].yardstick
+    if op in local_ops:
+        return YARDSTICK_LOCAL
+    raise SuiteInputError("impl", f"op {op!r} is neither registered nor given by the model")
+
+
+def resolve(op: str, name: str, local_ops: Mapping, where: str) -> Choice:
+    """The choice `name` (a registered name or `module:object`) for `op`; bad input names
+    `where` (the scenario file and key, or the flag)."""
+    known = registry.ops()
+    if op not in known:
+        local = local_ops.get(op)
+        if local is None:
+            raise SuiteInputError(where, did_you_mean(op, set(known) | set(local_ops)))
+        if name != YARDSTICK_LOCAL:
+            raise SuiteInputError(where, f"op {op} is not registered yet: the model gives "
+                                         f"only its eager backward, {YARDSTICK_LOCAL!r}, "
+                                         f"not {name!r}")
+        return Choice(op, name, local=local)
+    if ":" in name:
+        try:
+            impl = registry.external_implementation(f"{op}={name}" if "=" not in name
+                                                    else name, op)
+        except SuiteInputError as e:
+            raise SuiteInputError(where, e.what) from None
+        return Choice(op, impl.name, impl=impl)
+    impl = next((i for i in registry.implementations(op) if i.name == name), None)
+    if impl is None:
+        raise SuiteInputError(where, f"op {op} has no implementation {name!r}: "
+                              + did_you_mean(name, {i.name for i in
+                                                    registry.implementations(op)}))
+    return Choice(op, name, impl=impl)
+
+
+def ours_name(op: str, local_ops: Mapping) -> str:
+    """The op's own implementation ("ours", first by name), else its yardstick."""
+    if op in registry.ops():
+        mine = sorted(i.name for i in registry.implementations(op) if i.kind == "ours")
+        if mine:
+            return mine[0]
+    return yardstick_name(op, local_ops)
+
+
+def parse_set(text: str, ops: tuple, local_ops: Mapping, where: str) -> dict:
+    """`--impl`'s value: "eager", "ours", or comma-separated `op=name` (`op=module:object`),
+    each op named at most once, into {op: name} for the ops it names (EAGER and OURS name
+    them all)."""
+    text = text.strip()
+    if text == EAGER:
+        return {op: yardstick_name(op, local_ops) for op in ops}
+    if text == OURS:
+        return {op: ours_name(op, local_ops) for op in ops}
+    chosen = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        op, eq, name = part.partition("=")
+        if not eq or not op or not name:
+            raise SuiteInputError(where, f"{part!r}: expected OP=NAME (or {EAGER!r}, "
+                                         f"{OURS!r})")
+        if op in chosen:
+            raise SuiteInputError(where, f"op {op} chosen twice")
+        chosen[op] = name
+    if not chosen:
+        raise SuiteInputError(where, "names no implementation")
+    return chosen
+
+
+@dataclass(frozen=True)
+class Backends:
+    """A run's choice per op, and the device its tensors live on."""
+
+    choices: Mapping[str, Choice]
+    device: torch.device
+    calls: dict = field(default_factory=dict, compare=False)  # op -> calls made
+
+    @property
+    def golden(self) -> bool:
+        return all(c.name == GOLDEN for c in self.choices.values())
+
+    @property
+    def deterministic(self) -> bool:
+        """Every chosen backward claims bitwise-reproducible outputs."""
+        return all(c.deterministic for c in self.choices.values())
+
+    def call(self, op: str, params: Mapping, inputs: CaseInputs) -> dict:
+        """The chosen backward of `op` on `inputs` (the op's contract, `params` its case
+        parameters for `supports` and `empty_outputs`): {output name: tensor}."""
+        choice = self.choices[op]
+        self.calls[op] = self.calls.get(op, 0) + 1
+        # the graph's tensors as the harness hands inputs: off the graph (the same storage,
+        # so in-place updates of `mutates` inputs reach the caller's tensors)
+        inputs = CaseInputs({k: values.map_tensors(torch.Tensor.detach, v)
+                             for k, v in inputs.tensors.items()}, inputs.attrs)
+        # grad mode as the harness calls them (a node's forward and backward run without
+        # it): eager implementations run autograd inside (torch_ref's cross entropy)
+        with torch.enable_grad():
+            if choice.name == GOLDEN:
+                return _call_golden(op, choice, inputs)
+            if choice.local is not None:
+                return choice.local.eager(**inputs.tensors, **inputs.attrs)
+            return _call_impl(choice.impl, params, inputs, self.device)
+
+
+def golden_backends(ops: tuple, local_ops: Mapping, device) -> Backends:
+    """Every op's float64 golden (a LocalOp's where the registry does not hold the op)."""
+    known = registry.ops()
+    choices = {op: Choice(op, GOLDEN, local=None if op in known else local_ops.get(op))
+               for op in ops}
+    return Backends(choices, torch.device(device))
+
+
+def _copy_back(target, result) -> None:
+    """An updated input's new values into the tensors the caller holds (in place)."""
+    for t, r in zip(values.tensors(target), values.tensors(result)):
+        t.copy_(r)
+
+
+def _call_golden(op: str, choice: Choice, inputs: CaseInputs) -> dict:
+    if choice.local is not None:
+        return choice.local.golden(**inputs.tensors, **inputs.attrs)
+    spec = registry.ops()[op]
+    out = spec.golden(**inputs.tensors, **inputs.attrs)
+    for name in spec.mutates:
+        if inputs.tensors.get(name) is not None and name in out:
+            _copy_back(inputs.tensors[name], out[name])
+    return out
+
+
+def _call_impl(impl: registry.Implementation, params: Mapping, inputs: CaseInputs,
+               device: torch.device) -> dict:
+    why = impl.unsupported_reason(params, device.type)
+    if why:
+        raise registry.Unsupported(f"{impl.op}/{impl.name}: {why}")
+    spec = registry.ops()[impl.op]
+    tensors, attrs = dict(inputs.tensors), inputs.attrs
+    if impl.prepare is not None:
+        saved = impl.prepare(**tensors, **attrs)
+        return impl.fn(**tensors, **attrs, saved=saved)
+    out = spec.empty_outputs(inputs, params)
+    for t in (x for v in out.values() for x in values.tensors(v)):
+        poison_(t)  # an element the implementation never writes shows as NaN in the step
+    for name, source in impl.in_place.items():
+        tensors[source] = tensors[source].clone()  # it writes over its input: not ours
+        out[name] = tensors[source]
+    impl.fn(**tensors, **attrs, out=out)
+    return out
