@@ -21,7 +21,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from bwd_suite.ops.blocks import common
-from bwd_suite.ops.blocks.linear import LOCAL as LINEAR_LOCAL
 from bwd_suite.ops.blocks.nodes import CAUSAL_CONV1D, conv_chunks, drop
 from bwd_suite.ops.blocks.training import TRAINING
 from bwd_suite.suite.params import Param, ParamSet
@@ -107,5 +106,4 @@ SPEC = register_model(ModelSpec(
     layer_modules={"block": r"\.blocks\.\d+$", "mixer": r"\.blocks\.\d+\.mixer$"},
     stateful=True,
     draws=lambda p: p["dropout"] > 0,
-    local_ops={"linear": LINEAR_LOCAL},
 ))

@@ -18,7 +18,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from bwd_suite.ops.blocks import common
-from bwd_suite.ops.blocks.linear import LOCAL as LINEAR_LOCAL
 from bwd_suite.ops.blocks.nodes import ATTENTION, attention_scale, drop
 from bwd_suite.ops.blocks.training import TRAINING
 from bwd_suite.suite.params import Param, ParamSet
@@ -116,5 +115,4 @@ SPEC = register_model(ModelSpec(
     layer_modules={"block": r"\.blocks\.\d+$", "attention": r"\.blocks\.\d+\.attention$",
                    "mlp": r"\.blocks\.\d+\.mlp$"},
     draws=lambda p: p["dropout"] > 0,
-    local_ops={"linear": LINEAR_LOCAL},
 ))

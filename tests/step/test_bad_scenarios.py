@@ -11,7 +11,7 @@ HEAD = 'model = "mamba"\n[[scenario]]\nname = "bad"\ntags = ["ci"]\ndim = 8\nvoc
 @pytest.mark.parametrize("extra, key, says", [
     ('impl = { nope = "torch_ref" }\n', "impl.nope", "calls no op 'nope'"),
     ('impl = { layer_norm = "nope" }\n', "impl.layer_norm", "has no implementation 'nope'"),
-    ('impl = { linear = "cuda" }\n', "impl.linear", "not registered yet"),
+    ('impl = { linear = "cuda" }\n', "impl.linear", "has no implementation 'cuda'"),
     ("accumulation = 3\n", "accumulation", "3 micro-batches do not divide batch 4"),
     ('checkpoint = ["mlp"]\n', "checkpoint", "has no layer 'mlp' to checkpoint"),
     ('checks = ["float64", "sideways"]\n', "checks", "'sideways' is not one of"),
