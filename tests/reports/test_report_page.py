@@ -118,7 +118,8 @@ def test_long_sections_start_folded_and_the_navigation_counts(perf):  # noqa: F8
     folds = {n.attrs["id"][5:]: "open" in n.attrs for n in tree.root.iter()
              if n.tag == "details" and "fold" in n.attrs.get("class", "").split()}
     assert list(folds) == ["summary", "changes", "matrix", "failures", "known-failures",
-                           "coverage", "roofline", "memory-ledger", "side-by-side", "details"]
+                           "coverage", "roofline", "memory-ledger", "steps", "side-by-side",
+                           "details"]
     # 38 roofline rows and two charts, 38 detail rows in sweeps: long, folded; the
     # summary and the changes always open; an empty section is short
     assert folds["summary"] and folds["changes"] and folds["known-failures"]
