@@ -278,10 +278,12 @@ def case_features(p: Mapping) -> dict:
 FEATURES = (
     Feature("unequal", "when seq_q != seq_k"),
     Feature("causal", "with causal"),
-    Feature("windowed", "with a sliding window (and no explicit mask)"),
-    Feature("window_left", "with a left window edge (and no explicit mask)"),
+    Feature("windowed", "with a sliding window (and no explicit mask)",
+            implies=("not explicit_mask",)),
+    Feature("window_left", "with a left window edge (and no explicit mask)",
+            implies=("windowed", "not explicit_mask")),
     Feature("corner", "when the causal corner matters (causal or windowed, seq_q != seq_k, "
-            "no explicit mask)"),
+            "no explicit mask)", implies=("unequal", "not explicit_mask")),
     Feature("grouped", "with grouped-query heads (kv_heads < heads)"),
     Feature("empty_rows", "with queries that see no key"),
     Feature("explicit_mask", "with an explicit mask"),

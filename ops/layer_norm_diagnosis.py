@@ -56,7 +56,7 @@ FEATURES = (
     Feature("partial_vector", f"when the columns are not a multiple of {VECTOR}"),
     Feature("row_remainder", f"when the rows are not a multiple of {ROW_BLOCK}"),
     Feature("multi_row", "with more than one row"),
-    Feature("multi_block", f"with more than {ROW_BLOCK} rows"),
+    Feature("multi_block", f"with more than {ROW_BLOCK} rows", implies=("multi_row",)),
     Feature("multi_tile", f"with more than {COL_TILE} columns"),
     Feature("hidden", "the number of columns", numeric=True),
     Feature("rows", "the number of rows", numeric=True),

@@ -49,8 +49,9 @@ def case_features(p: Mapping) -> dict:
 
 FEATURES = (
     Feature("dropout", "with dropout"),
-    Feature("scaled", "with dropout and p > 0 (a scale other than 1)"),
-    Feature("dropped", "with dropped elements"),
+    Feature("scaled", "with dropout and p > 0 (a scale other than 1)",
+            implies=("dropout",)),
+    Feature("dropped", "with dropped elements", implies=("dropout",)),
     Feature("low_precision", "with 16-bit activations"),
     Feature("partial_vector", f"when the length is not a multiple of {VECTOR}"),
     Feature("multi_row", "with more than one row"),

@@ -43,7 +43,10 @@ class Feature:
     name: str
     words: str  # "with SiLU": reads after "fails only" / "never fails"
     numeric: bool = False  # compared by rank correlation ("grows with"), not by presence
-
+    # the features this one implies by its definition ("dropout" for "dropout and p > 0";
+    # "not nonfinite" for "weight decay on a step that runs"): a claim about one of those
+    # is not contrasted on this one, which it fixes (attribution.comparable)
+    implies: tuple = ()
 
 
 
