@@ -30,7 +30,7 @@ from bwd_suite.golden import adamw as golden
 from bwd_suite.ops.adamw_causes import Cause
 from bwd_suite.ops.adamw_shapes import shapes
 from bwd_suite.suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
-                                       Rule, Term, fallback, generic_causes)
+                                       Hypotheses, Rule, Term, generic_causes, ordered)
 
 MOMENTS = ("exp_avg", "exp_avg_sq")
 WEIGHTS = ("params", "master")  # where the update lands (the master, when there is one)
@@ -130,10 +130,11 @@ def _per_tensor_step(t: Mapping, attrs: Mapping) -> dict:
 
 
 def _steps_changed(t: Mapping, attrs: Mapping, *, coupled=False, eps_inside=False,
-                   moments_bf16=False) -> dict:
-    """golden.steps_ with weight decay coupled as L2, eps inside the square root or the
-    moments rounded to bf16 each step: hypotheses its formulas cannot take as changed
-    inputs."""
+                   moments_bf16=False, decay_without_lr=False, bc1_missing=False,
+                   bc2_missing=False) -> dict:
+    """golden.steps_ with weight decay coupled as L2, eps inside the square root, the
+    moments rounded to bf16 each step, the decay not times lr, or one bias correction
+    left out: hypotheses its formulas cannot take as changed inputs."""
     a = attrs
     f = lambda xs: None if xs is None else [x.clone() for x in xs]  # noqa: E731
     p = f(t["master"]) if t["master"] is not None else f(t["params"])
@@ -145,12 +146,13 @@ def _steps_changed(t: Mapping, attrs: Mapping, *, coupled=False, eps_inside=Fals
     b1, b2, lr, wd = a["beta1"], a["beta2"], a["lr"], a["weight_decay"]
     for s in range(a["step"], a["step"] + a["steps"]):
         bc1, bc2 = 1 - b1 ** s, 1 - b2 ** s
+        bc1, bc2 = (1.0 if bc1_missing else bc1), (1.0 if bc2_missing else bc2)
         for i in range(len(p)):
             gi = -g[i] if a["maximize"] else g[i]
             if coupled:
                 gi = gi + wd * p[i]
             else:
-                p[i] = p[i] * (1 - lr * wd)
+                p[i] = p[i] * (1 - (1 if decay_without_lr else lr) * wd)
             m[i] = b1 * m[i] + (1 - b1) * gi
             v[i] = b2 * v[i] + (1 - b2) * gi * gi
             if moments_bf16:
@@ -228,6 +230,49 @@ def terms(p: Mapping, t: Mapping, attrs: Mapping, ev: Evidence) -> dict:
         if o in found and before[o] is not None:
             found[o].append(Term("update", "the update", _minus(base[o], before[o])))
     return found
+
+
+# ---------------------------------------------------------------- checked hypotheses
+
+def _too_big(t: Mapping) -> bool:
+    return len(t["params"]) > MAX_TERM_TENSORS or \
+        sum(x.numel() for x in t["params"]) > MAX_TERM_ELEMENTS
+
+
+def _golden_terms(p: Mapping, t: Mapping, attrs: Mapping) -> dict:
+    if _too_big(t):
+        return {}
+    return golden.terms(*(t[k] for k in _INPUTS), **attrs)
+
+
+def _perturbed(p: Mapping, t: Mapping, attrs: Mapping, base: Mapping) -> dict:
+    """The step under stories of a changed attribute (each a float64 step of its own)."""
+    if _too_big(t) or float(base["found_inf"][0]):
+        return {}
+    found = {"bc1_missing": _steps_changed(t, attrs, bc1_missing=True),
+             "bc2_missing": _steps_changed(t, attrs, bc2_missing=True)}
+    if attrs["weight_decay"] > 0:
+        found["decay_without_lr"] = _steps_changed(t, attrs, decay_without_lr=True)
+    if attrs["beta1"] != attrs["beta2"]:
+        found["betas_swapped"] = _golden(t, attrs, beta1=attrs["beta2"], beta2=attrs["beta1"])
+    found["maximize_flipped"] = _golden(t, attrs, maximize=not attrs["maximize"])
+    return found
+
+
+CHECKED = Hypotheses(
+    op="adamw",
+    terms={"weight": "the weight before the step", "decay": "-lr wd p (the weight decay)",
+           "update": "-lr m_hat / (sqrt(v_hat) + eps) (the update)",
+           "bias_correction": "the bias corrections' share of the update",
+           "m_decay": "beta1 m", "m_grad": "(1 - beta1) g", "v_decay": "beta2 v",
+           "v_grad": "(1 - beta2) g^2"},
+    golden_terms=_golden_terms,
+    attributes={"bc1_missing": "without the bias correction of m (1 - beta1^t)",
+                "bc2_missing": "without the bias correction of v (1 - beta2^t)",
+                "decay_without_lr": "with the weight decay not times lr: p (1 - wd)",
+                "betas_swapped": "with beta1 and beta2 swapped",
+                "maximize_flipped": "with maximize read the other way"},
+    perturbed=_perturbed)
 
 
 # ---------------------------------------------------------------- causes and rules
@@ -311,7 +356,11 @@ RULES = (
     Rule(C.MOMENTS_16BIT, lambda e: _moments(e, "moments_bf16")),
     Rule(C.STEP_PER_TENSOR, _later_tensors),
 )
-RULES = RULES + fallback(RULES, GENERIC_RULES)
+CAUSES += CHECKED.causes
+# the checked hypotheses where the rules above name nothing; the generic period-search
+# causes where neither does
+RULES = ordered(RULES, CHECKED.rules, GENERIC_RULES)
 
 SPEC = DiagnosisSpec(causes=CAUSES, rules=RULES, features=FEATURES,
-                     case_features=case_features, regions=regions, terms=terms, axes=AXES)
+                     case_features=case_features, regions=regions, terms=terms, axes=AXES,
+                     hypotheses=CHECKED)

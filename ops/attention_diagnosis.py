@@ -34,10 +34,11 @@ from typing import Mapping, Optional
 
 import torch
 
+from bwd_suite.golden import attention as golden
 from bwd_suite.ops.attention_causes import BLOCK_K, BLOCK_Q, Cause
 from bwd_suite.suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, CauseSpec,
-                                       DiagnosisSpec, Evidence, Feature, Region, Rule, Term,
-                                       fallback, generic_causes)
+                                       DiagnosisSpec, Evidence, Feature, Hypotheses, Region,
+                                       Rule, Term, generic_causes, ordered)
 
 F64 = torch.float64
 # score elements (batch x heads x Tq x Tk) up to which terms are computed: a pass costs a
@@ -485,8 +486,31 @@ OWN_RULES = (
     Rule(C.KEY_TAIL, _key_tail),
     Rule(C.SCALED, _scaled),
 )
-RULES = OWN_RULES + fallback(OWN_RULES, GENERIC_RULES)
+
+
+# ---------------------------------------------------------------- checked hypotheses
+
+def _golden_terms(p: Mapping, t: Mapping, attrs: Mapping) -> dict:
+    B, H, Tq, _ = t["q"].shape
+    if B * H * Tq * t["k"].shape[2] > MAX_TERM_SCORES:
+        return {}
+    return golden.terms(t["q"], t["k"], t["v"], t["dout"], attrs["scale"], attrs["causal"],
+                        t.get("seq_idx"), align=attrs["align"],
+                        window=(attrs["window_left"], attrs["window_right"]),
+                        softcap=attrs["softcap"], attn_mask=t.get("attn_mask"),
+                        dropout_mask=t.get("dropout_mask"), dropout=attrs["dropout"])
+
+
+CHECKED = Hypotheses(
+    op="attention",
+    terms={"dp": "of dP (scale (P * dP) K in dq, its transpose times Q in dk)",
+           "d": "of D (-scale (P * D) K in dq, its transpose times Q in dk)",
+           "softcap": "of the softcap derivative (the -tanh^2 share of dS)",
+           "dv": "Pd^T dO (dv itself)"},
+    golden_terms=_golden_terms)
+CAUSES += CHECKED.causes
+RULES = ordered(OWN_RULES, CHECKED.rules, GENERIC_RULES)
 
 SPEC = DiagnosisSpec(causes=CAUSES, rules=RULES, features=FEATURES,
                      case_features=case_features, regions=regions, terms=terms,
-                     axes=AXES, periods=PERIODS, shapes=shapes)
+                     axes=AXES, periods=PERIODS, shapes=shapes, hypotheses=CHECKED)

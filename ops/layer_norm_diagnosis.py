@@ -26,7 +26,8 @@ import torch
 from bwd_suite.golden import layer_norm as golden
 from bwd_suite.ops.layer_norm_causes import COL_TILE, ROW_BLOCK, VECTOR, Cause
 from bwd_suite.suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
-                                       Rule, Term, along_axis, generic_causes)
+                                       Hypotheses, Rule, Term, along_axis, generic_causes,
+                                       ordered)
 from bwd_suite.suite.inputs import DTYPES
 
 # ---------------------------------------------------------------- case features
@@ -187,8 +188,45 @@ CAUSES = (
     remainder=lambda f: f["partial_vector"] or f["row_remainder"],
     stride=lambda f: f["multi_row"])
 
-# Order: the exact term fits first, then the positions (the period search), then spread.
-RULES = (
+# ---------------------------------------------------------------- checked hypotheses
+
+def _golden_terms(p: Mapping, t: Mapping, attrs: Mapping) -> dict:
+    return golden.terms(t["x"], t["dy"], t["mean"], t["rstd"], gamma=t["gamma"])
+
+
+def _perturbed(p: Mapping, t: Mapping, attrs: Mapping, base: Mapping) -> dict:
+    """The outputs under stories the golden's inputs cannot tell (from its formulas)."""
+    x, dy, gamma, mean, rstd = t["x"], t["dy"], t["gamma"], t["mean"], t["rstd"]
+    N = x.shape[-1]
+    r = rstd[:, None]
+    xhat = (x - mean[:, None]) * r
+    g = dy * gamma if gamma is not None else dy
+    found = {"rstd_missing": {"dx": base["dx"] / r}}
+    if N > 1:
+        found["means_n_minus_1"] = {"dx": r * (g - g.sum(-1, keepdim=True) / (N - 1) - xhat * (
+            g * xhat).sum(-1, keepdim=True) / (N - 1))}
+    if gamma is not None:
+        found["gamma_twice"] = {"dx": _golden(t, dy=dy * gamma)["dx"]}
+        found["dgamma_raw_x"] = {"dgamma": (dy * x).sum(0)}
+    return found
+
+
+CHECKED = Hypotheses(
+    op="layer_norm",
+    terms={"g": "rstd * g (g = dy * gamma)", "mean_g": "rstd * mean(g)",
+           "xhat_dot": "rstd * xhat * mean(g * xhat)", "dy_xhat": "sum over rows of dy * xhat",
+           "dy": "sum over rows of dy"},
+    golden_terms=_golden_terms,
+    attributes={"rstd_missing": "without the factor rstd in dx",
+                "means_n_minus_1": "with the row means over N - 1 columns",
+                "gamma_twice": "with gamma applied twice (g = dy * gamma^2)",
+                "dgamma_raw_x": "with dgamma summed over dy * x, not dy * xhat"},
+    perturbed=_perturbed)
+CAUSES += CHECKED.causes
+
+# Order: the exact term fits first, then the checked hypotheses, then the positions (the
+# period search) and spread, each only where the ones before name nothing.
+EXACT_RULES = (
     Rule(C.DBETA_ROWS, lambda e: e.only("dbeta") and e.explains("dbeta", "first_row", -1.0)),
     Rule(C.ROW_BLOCK_TAIL, lambda e: e.only("dgamma", "dbeta")
          and _exact(e, "row_block_tail", -1.0, ("dgamma", "dbeta"))),
@@ -201,6 +239,8 @@ RULES = (
     Rule(C.STATS_DTYPE, lambda e: e.f("low_precision") and _exact(e, "mean_rounded", 1.0)),
     Rule(C.ROW_SUM_SHORT, lambda e: e.explains("dx", "dot_skip_last", 1.0)),
     Rule(C.DX_GAMMA, lambda e: e.f("affine") and e.explains("dx", "no_gamma", 1.0)),
+)
+POSITIONAL_RULES = (
     Rule(C.COLUMN_TAIL, along_axis("dx", "column", lambda p: p.past_multiple_of(VECTOR))),
     Rule(C.ROW_STRIDE, along_axis("dx", "row", lambda p: p.all_but_first)),
     # rounding stories: finite errors only (an unwritten or NaN output is another bug)
@@ -211,7 +251,8 @@ RULES = (
     Rule(C.RAW_X_SUMS, lambda e: e.f("large_mean") and e.finite("dx")
          and not _any_exact(e) and e.along("dx", "column") is None),
 ) + GENERIC_RULES
+RULES = ordered(EXACT_RULES, CHECKED.rules, POSITIONAL_RULES)
 
 SPEC = DiagnosisSpec(causes=CAUSES, rules=RULES, features=FEATURES,
                      case_features=case_features, regions=regions, terms=terms,
-                     axes=AXES, periods=PERIODS, shapes=shapes)
+                     axes=AXES, periods=PERIODS, shapes=shapes, hypotheses=CHECKED)

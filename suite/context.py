@@ -53,6 +53,9 @@ class CaseContext:
     golden: dict = field(init=False)
     ref_errs: Optional[dict] = field(init=False, default=None)
     ref_failure: str = field(init=False, default="")
+    # what the diagnosis of a failing item computed from the case alone (the golden's
+    # terms and perturbations), for the next implementation failing it
+    diagnosis_cache: dict = field(init=False, default_factory=dict)
 
     def __post_init__(self):
         p = self.case.params

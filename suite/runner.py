@@ -290,7 +290,8 @@ def _diagnose(row: ResultRow, ctx: CaseContext, outputs: Mapping, checks: list) 
         return
     try:
         found = diagnose_item(spec.diagnosis, ctx.case.params, ctx.float64_inputs(),
-                              ctx.inputs.attrs, ctx.golden, outputs, checks)
+                              ctx.inputs.attrs, ctx.golden, outputs, checks,
+                              ctx.diagnosis_cache)
     except Exception as e:  # noqa: BLE001 - a diagnosis bug must not lose the verdict
         row.diagnosis = f"diagnosis failed: {type(e).__name__}: {e}"
         return

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Sequence
 
 from bwd_suite.suite import registry
+from bwd_suite.suite.diagnosis import hypotheses
 from bwd_suite.suite.diagnosis.axis_pattern import plural, remainder_periods
 from bwd_suite.suite.diagnosis.evidence import Evidence, candidates, output_wrong
 from bwd_suite.suite.diagnosis.vocabulary import DiagnosisSpec, Feature
@@ -364,6 +365,12 @@ def _diagnose_group(spec: DiagnosisSpec, op_name: str, impl: str, rs: list) -> R
         if scores and any(cands):
             unsupported = (f" (best fit {scores[0].cause} is named by "
                            f"{scores[0].support} of {n_fail} failing items)")
+        near = hypotheses.closest_over(spec.hypotheses,
+                                       [e for e, bad in zip(evs, failed) if bad])
+        if near:
+            unsupported += "; closest hypotheses: " + ", ".join(
+                f"{words} (median residual {res:.2g} over {k} items)"
+                for words, res, k in near)
         return RunDiagnosis(op_name, impl, len(rs), n_fail, None, "unclassified",
                             f"unclassified: {head}{unsupported}", tuple(scores),
                             tuple(effects))

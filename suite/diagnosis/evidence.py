@@ -42,6 +42,15 @@ class Rule:
 
 
 
+# the kinds of the checked hypotheses' fits (hypotheses.py), stored beside the op's terms
+# as "term:NAME", "attr:NAME", "index:..."
+HYPOTHESIS_KINDS = ("term", "attr", "index")
+
+
+def is_hypothesis(term: str) -> bool:
+    return term.partition(":")[0] in HYPOTHESIS_KINDS
+
+
 def _in_family(name: str, family: str) -> bool:
     return name == family or name.startswith(family + "_")
 
@@ -140,12 +149,13 @@ class Evidence:
     def spread(self, output: str) -> bool:
         """Wrong with no region (of at most LOCALISED of it) holding the errors, neither
         one of the op's nor a pattern of the period search along any axis, and no term
-        that explains much of it."""
+        of the op's that explains much of it (the checked hypotheses name their own
+        causes)."""
         return (output in self.wrong
                 and not any(lo.output == output and lo.share >= CONCENTRATED
                             and lo.coverage <= LOCALISED for lo in self.locations)
                 and not any(t.residual <= PARTIAL_RESIDUAL for t in self.fits
-                            if t.output == output))
+                            if t.output == output and not is_hypothesis(t.term)))
 
     @classmethod
     def from_row(cls, row: "ResultRow", spec: DiagnosisSpec) -> "Evidence":

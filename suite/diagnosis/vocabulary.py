@@ -75,6 +75,9 @@ class DiagnosisSpec:
     # params -> {output: shape}, so that the run-level diagnosis knows the axis lengths of
     # passing items too ("fails only when the number of columns is not a multiple of 8")
     shapes: Optional[Callable[[Mapping], Mapping[str, tuple]]] = None
+    # the golden's named terms and perturbations for the checked hypotheses: a
+    # suite.diagnosis.hypotheses.Hypotheses (its causes and rules go in the tables above)
+    hypotheses: Any = None
 
     def __post_init__(self):
         known = {c.cause for c in self.causes}
