@@ -459,9 +459,18 @@ def _v10_to_v11(table: pa.Table) -> pa.Table:
     return _add_null_columns(table, ("impl_origin",))
 
 
+def _v11_to_v12(table: pa.Table) -> pa.Table:
+    """Version 12 added the verdict `weak_yardstick` (an item beyond its bound only where
+    the yardstick is weak, within the yardstick's own error); no column changed, and no
+    older row holds it: an older yardstick's item passed by its name there, and stays as
+    it was recorded."""
+    return table
+
+
 # version N -> the step that turns a version-N table into version N+1
 _MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6,
-               6: _v6_to_v7, 7: _v7_to_v8, 8: _v8_to_v9, 9: _v9_to_v10, 10: _v10_to_v11}
+               6: _v6_to_v7, 7: _v7_to_v8, 8: _v8_to_v9, 9: _v9_to_v10, 10: _v10_to_v11,
+               11: _v11_to_v12}
 
 
 def _kind(t: pa.DataType) -> str:

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from bwd_suite.suite.outcomes import Determinism, FailureKind, Verdict
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 VERSION_KEY = b"bwd_suite_schema_version"
 
 OUTPUT_STRUCT = pa.struct([
