@@ -4,10 +4,10 @@ and declared reason. They are listed apart from the failures: they neither count
 failures nor turn the page's banner red. Declared items that passed are unexpected
 passes, shown in the summary.
 
-The weak-yardstick items (`weak`) are listed apart the same way: beyond the bound only
-where the case's yardstick is weaker than it, and no further from the golden than the
-yardstick's own error allows (the verdict `weak_yardstick`, whatever the implementation's
-name: the yardstick's own items are among them)."""
+The weak-yardstick items (`weak`) are listed apart the same way: beyond the bound where
+the case's yardstick is weaker than it, with the yardstick's own output bit for bit (the
+verdict `weak_yardstick`, whatever the implementation's name: the yardstick's own items
+are among them)."""
 
 from __future__ import annotations
 
@@ -58,8 +58,8 @@ def _text(v) -> str:
     return v if isinstance(v, str) else ""
 
 
-WEAK_DECLARED = ("beyond the bound (fp32 with one rounding) only where the case's yardstick "
-                 "is weaker than it, and within what the yardstick's own error allows")
+WEAK_DECLARED = ("beyond the bound (fp32 with one rounding) where the case's yardstick is "
+                 "weaker than it, with the yardstick's own output bit for bit")
 
 
 def build(items: Items) -> Known:

@@ -17,9 +17,9 @@ class Verdict(enum.StrEnum):
     ERROR = "error"  # the implementation raised, its worker died, or the harness failed
     UNSUPPORTED = "unsupported"  # outside the implementation's declared features
     TIMEOUT = "timeout"  # outlived the item timeout; its worker was killed
-    # beyond the bound only where the case's yardstick is weaker than it, and no further
-    # from the golden than the yardstick itself: a declared outcome, listed apart, never
-    # a pass (whatever the implementation's name) nor a failure (suite/verdicts.py)
+    # beyond the bound where the case's yardstick is weaker than it, with the yardstick's
+    # own output bit for bit: a declared outcome, listed apart, never a pass (whatever the
+    # implementation's name) nor a failure (suite/verdicts.py)
     WEAK_YARDSTICK = "weak_yardstick"
 
     @property

@@ -460,10 +460,10 @@ def _v10_to_v11(table: pa.Table) -> pa.Table:
 
 
 def _v11_to_v12(table: pa.Table) -> pa.Table:
-    """Version 12 added the verdict `weak_yardstick` (an item beyond its bound only where
-    the yardstick is weak, within the yardstick's own error); no column changed, and no
-    older row holds it: an older yardstick's item passed by its name there, and stays as
-    it was recorded."""
+    """Version 12 added the verdict `weak_yardstick` (an item beyond its bound where the
+    yardstick is weak, with the yardstick's own output bit for bit); no column changed,
+    and no older row holds it: an older yardstick's item passed by its name there, and
+    stays as it was recorded."""
     return table
 
 

@@ -285,9 +285,8 @@ def _weak_yardstick(rows: list, clip: _Clip) -> list:
     lines = ["", *head, example + clip(weak[0].yardstick_note, WIDTH - len(example))]
     as_weak = [r for r in rows if r.verdict is Verdict.WEAK_YARDSTICK]
     if as_weak:
-        lines.append(f"{len(as_weak)} items as weak as the yardstick (beyond that bound, "
-                     f"within the yardstick's own error; verdict weak_yardstick, listed "
-                     f"apart):")
+        lines.append(f"{len(as_weak)} items as weak as the yardstick (beyond that bound with "
+                     f"its own outputs bit for bit; verdict weak_yardstick, listed apart):")
         per = defaultdict(list)
         for r in as_weak:
             per[(r.op, r.impl)].append(r)

@@ -20,8 +20,8 @@ demand exactness, and a ceiling so that a poor yardstick cannot excuse a gross e
 reaches on this case. A yardstick of a 16-bit case worse than that (PyTorch's CPU
 LayerNorm backward sums dgamma in 16-bit for 16-bit x) must not loosen the bound: every
 item's bound uses `fp32` instead, the yardstick's own included (a verdict never depends
-on a name), and the row says the yardstick was weak. An item beyond that bound but within
-what the yardstick's own error allows is as weak as the yardstick: the weak-yardstick
+on a name), and the row says the yardstick was weak. An item beyond that bound with the
+yardstick's own output bit for bit is the yardstick's arithmetic: the weak-yardstick
 outcome, listed apart (suite/verdicts.py). The ceiling never sits below `fp32`: on
 ill-conditioned cases (softmax rows near one-hot with dropout, long rows) a fixed per-dtype
 cap failed every implementation, and a cap at one times the conditioning still failed
@@ -133,9 +133,9 @@ def allowed_error(tol_class: TolClass, out_dtype: torch.dtype, case_dtype: torch
                   from_yardstick: bool = False, scale: float = 1.0) -> float:
     """The largest normalized error that passes (module docstring), the same for every
     implementation, the yardstick's own item included. `from_yardstick`: the bound the
-    yardstick's own error sets even where it is weak, which no item passes by: the limit
-    of the weak-yardstick outcome (an item beyond the bound but within this is as weak as
-    the yardstick, suite/verdicts.py). `scale`: max|golden|."""
+    yardstick's own error would set even where it is weak (what the rule gave the
+    yardstick's item by its name before; no item is judged by it now). `scale`:
+    max|golden|."""
     t = TOLERANCES[tol_class]
     fp32 = fp32_error(tol_class, out_dtype, cond_err, scale)
     weak = not from_yardstick and weak_yardstick(tol_class, out_dtype, case_dtype,

@@ -38,14 +38,13 @@ class OutputCheck:
     worst_index: str  # index of the largest error, e.g. "[1, 17, 63]"
     failure: Optional[FailureKind]
     message: str
-    # beyond `allowed` only where the yardstick is weaker than it, and within the bound
-    # the yardstick's own error sets (`bound`): the weak-yardstick outcome, no failure
+    # beyond `allowed`, where the yardstick is weaker than it, with the yardstick's own
+    # output bit for bit: the weak-yardstick outcome, no failure
     weak: bool = False
-    bound: Optional[float] = None  # the limit this output is held to (allowed, or that one)
 
     def as_row(self) -> dict:
         d = asdict(self)
-        for k in ("failure", "message", "weak", "bound"):
+        for k in ("failure", "message", "weak"):
             d.pop(k)
         return d
 
@@ -123,13 +122,15 @@ def _later_is_worse(best: Optional[float], v: float) -> bool:
 
 
 def check_output(spec: OutputSpec, actual, golden, ref_err: float, case_dtype: torch.dtype,
-                 cond_err: float = 0.0) -> OutputCheck:
+                 cond_err: float = 0.0, yardstick=None) -> OutputCheck:
     """The verdict of one output: a tensor, or a list of tensors compared as a whole (their
     worst index names the tensor, "[i][j, k]"). Computed slice by slice (CHUNK). The same
-    rule for every implementation: the arithmetic decides, never the name; an error beyond
-    the bound only where the yardstick is weak, and within what its own error allows, is
-    `weak` (the weak-yardstick outcome), not a failure."""
+    rule for every implementation: the arithmetic decides, never the name. `yardstick`:
+    the yardstick's own output where it is weaker than the bound (else None); an output
+    beyond the bound that equals it bit for bit is `weak` (the weak-yardstick outcome),
+    not a failure: whatever its name, that is the yardstick's arithmetic."""
     name = spec.name
+    original = actual
     if values.is_list(golden):
         shapes_a, shapes = values.shapes(actual), values.shapes(golden)
         if shapes_a != shapes:
@@ -191,17 +192,14 @@ def check_output(spec: OutputSpec, actual, golden, ref_err: float, case_dtype: t
     elif n_nonfinite:
         failure = FailureKind.NONFINITE
         message = f"{name}: {n_nonfinite} of {numel} elements are NaN or inf (first at {worst})"
-    weak, bound = False, allowed
+    weak = False
     if not failure and err > allowed:
-        own = tolerances.allowed_error(spec.tol_class, actual.dtype, case_dtype, ref_err,
-                                       cond_err, from_yardstick=True, scale=scale)
-        if tolerances.weak_yardstick(spec.tol_class, actual.dtype, case_dtype, ref_err,
-                                     cond_err, scale) and err <= own:
-            weak, bound = True, own
-            message = (f"{name} as weak as the yardstick: error {err:.3g} of max|golden| "
-                       f"{scale:.3g} at {worst} > allowed {allowed:.3g} (fp32 with one "
-                       f"rounding: the yardstick, {ref_err:.3g}, is weaker than that on "
-                       f"this case) but within the {own:.3g} its own error allows")
+        if yardstick is not None and bitwise_equal(original, yardstick):
+            weak = True
+            message = (f"{name} as weak as the yardstick: bit for bit the yardstick's own "
+                       f"output, error {err:.3g} of max|golden| {scale:.3g} at {worst} > "
+                       f"allowed {allowed:.3g} (fp32 with one rounding: the yardstick is "
+                       f"weaker than that on this case)")
         else:
             failure = FailureKind.MISMATCH
             message = (f"{name} mismatch: error {err:.3g} of max|golden| {scale:.3g} at "
@@ -213,7 +211,7 @@ def check_output(spec: OutputSpec, actual, golden, ref_err: float, case_dtype: t
                        err=err, ref_err=ref_err, cond_err=cond_err, allowed=allowed,
                        max_abs=max_abs, max_rel=max_rel, rel_l2=rel_l2, n_bad=n_bad,
                        n_nonfinite=n_nonfinite, n_unwritten=n_unwritten, worst_index=worst,
-                       failure=failure, message=message, weak=weak, bound=bound)
+                       failure=failure, message=message, weak=weak)
 
 
 def snapshot(tensors: Mapping[str, Optional[torch.Tensor]]) -> dict:

@@ -71,7 +71,7 @@ def test_bytes_written_into_the_workers_pipe_cost_that_item_and_execute_nothing(
     hit = mine[mine.case_id.str.endswith(DOOMED)]
     assert (hit.verdict == "error").all() and len(hit) == 2
     assert hit.reason.str.contains("not its messages").all(), list(hit.reason)
-    assert mine[~mine.case_id.str.endswith(DOOMED)].verdict.isin(CLEAN).all()
+    assert (mine[~mine.case_id.str.endswith(DOOMED)].verdict == "pass").all()
     assert df[df.impl == "torch_ref"].verdict.isin(CLEAN).all()
     assert "failing items" in stdout
 

@@ -52,7 +52,7 @@ def test_a_dying_implementation_costs_its_items_only(impl, words, tmp_path, caps
     if impl == "abort":  # the worker's last words on stderr come with the row
         assert dead.reason.str.contains("about to abort: last words").all()
     alive = mine[~mine.case_id.str.endswith(DOOMED)]
-    assert len(alive) == 6 and alive.verdict.isin(CLEAN).all()
+    assert len(alive) == 6 and (alive.verdict == "pass").all()
     assert df[df.impl == "torch_ref"].verdict.isin(CLEAN).all()  # later items ran
 
 
