@@ -30,7 +30,8 @@ from bwd_suite.golden import adamw as golden
 from bwd_suite.ops.adamw_causes import Cause
 from bwd_suite.ops.adamw_shapes import shapes
 from bwd_suite.suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
-                                       Hypotheses, Rule, Term, generic_causes, ordered)
+                                       Hypotheses, Rule, Term, generic_causes, ordered,
+                                       precision_rule)
 
 MOMENTS = ("exp_avg", "exp_avg_sq")
 WEIGHTS = ("params", "master")  # where the update lands (the master, when there is one)
@@ -288,8 +289,9 @@ def _moments(e: Evidence, family: str) -> bool:
 
 
 def _skip_ignored(e: Evidence) -> bool:
-    return e.f("nonfinite") and "found_inf" not in e.wrong and \
-        any(o in e.wrong for o in STATE)
+    """An inf or NaN gradient, and the state moved (whether or not found_inf says so: a
+    check for infinities alone misses the NaN and the step runs)."""
+    return e.f("nonfinite") and any(o in e.wrong for o in STATE)
 
 
 def _later_tensors(e: Evidence) -> bool:
@@ -337,7 +339,8 @@ CAUSES = (
     first_index=lambda f: f["multi_tensor"],
     last_index=lambda f: f["multi_tensor"],
     one_index=lambda f: f["multi_tensor"],
-    stride=lambda f: f["multi_tensor"])
+    stride=lambda f: f["multi_tensor"],
+    precision=lambda f: f["low_precision"])
 
 # Order: what the outputs and features show alone, then the exact term fits, then the
 # pattern along the list; the generic period-search causes only when none holds.
@@ -359,7 +362,7 @@ RULES = (
 CAUSES += CHECKED.causes
 # the checked hypotheses where the rules above name nothing; the generic period-search
 # causes where neither does
-RULES = ordered(RULES, CHECKED.rules, GENERIC_RULES)
+RULES = ordered(RULES, CHECKED.rules, (precision_rule("low_precision"),) + GENERIC_RULES)
 
 SPEC = DiagnosisSpec(causes=CAUSES, rules=RULES, features=FEATURES,
                      case_features=case_features, regions=regions, terms=terms, axes=AXES,

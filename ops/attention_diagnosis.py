@@ -38,7 +38,7 @@ from bwd_suite.golden import attention as golden
 from bwd_suite.ops.attention_causes import BLOCK_K, BLOCK_Q, Cause
 from bwd_suite.suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, CauseSpec,
                                        DiagnosisSpec, Evidence, Feature, Hypotheses, Region,
-                                       Rule, Term, generic_causes, ordered)
+                                       Rule, Term, generic_causes, ordered, precision_rule)
 
 F64 = torch.float64
 # score elements (batch x heads x Tq x Tk) up to which terms are computed: a pass costs a
@@ -467,7 +467,7 @@ CAUSES = (
     tile_offset=lambda f: f["multi_key_block"] or f["multi_query_block"],
     tile_position=lambda f: f["multi_key_block"] or f["multi_query_block"],
     stride=lambda f: True, first_index=lambda f: True, last_index=lambda f: True,
-    one_index=lambda f: True)
+    one_index=lambda f: True, precision=lambda f: f["low_precision"])
 
 # Order: the exact term fits first, then the positions (the period search); the generic
 # rules name their causes only when none of these holds.
@@ -509,7 +509,7 @@ CHECKED = Hypotheses(
            "dv": "Pd^T dO (dv itself)"},
     golden_terms=_golden_terms)
 CAUSES += CHECKED.causes
-RULES = ordered(OWN_RULES, CHECKED.rules, GENERIC_RULES)
+RULES = ordered(OWN_RULES, CHECKED.rules, (precision_rule("low_precision"),) + GENERIC_RULES)
 
 SPEC = DiagnosisSpec(causes=CAUSES, rules=RULES, features=FEATURES,
                      case_features=case_features, regions=regions, terms=terms,

@@ -25,7 +25,8 @@ from bwd_suite.golden import causal_conv1d as golden
 from bwd_suite.ops.causal_conv1d_causes import Cause
 from bwd_suite.suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, PARTIAL_RESIDUAL,
                                        CauseSpec, DiagnosisSpec, Evidence, Feature, Hypotheses,
-                                       Region, Rule, Term, generic_causes, ordered)
+                                       Region, Rule, Term, generic_causes, ordered,
+                                       precision_rule)
 
 TILES = (64, 128)  # Dao's channel-last backward: 64-step tiles for L <= 128, else 128
 VECTOR = 8  # elements per vector load (16 bytes of bf16): time steps or channels
@@ -450,7 +451,7 @@ def shapes(p: Mapping) -> dict:
 # The generic causes of the period search (a remainder, every tile but the first, a
 # stride, fixed positions of each tile, one index) name a cause only where none of the
 # rules above does: the op's own words win where it has them.
-CAUSES += generic_causes()
+CAUSES += generic_causes(precision=lambda f: f["low_precision"])
 
 
 # ---------------------------------------------------------------- checked hypotheses
@@ -496,7 +497,8 @@ CHECKED = Hypotheses(
 CAUSES += CHECKED.causes
 # the rules above first (their words win where they have them), then the checked
 # hypotheses, then the period search's generic causes
-RULES = ordered(RULES, CHECKED.rules, SPREAD_RULES + GENERIC_RULES)
+RULES = ordered(RULES, CHECKED.rules,
+                SPREAD_RULES + (precision_rule("low_precision"),) + GENERIC_RULES)
 
 SPEC = DiagnosisSpec(causes=CAUSES, rules=RULES, features=FEATURES,
                      case_features=case_features, regions=regions, terms=terms,

@@ -30,7 +30,8 @@ from bwd_suite.golden import cross_entropy as golden
 from bwd_suite.ops.cross_entropy_causes import Cause
 from bwd_suite.ops.cross_entropy_labels import aligned, constant_target, scored
 from bwd_suite.suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
-                                       Hypotheses, Rule, Term, generic_causes, ordered)
+                                       Hypotheses, Rule, Term, generic_causes, ordered,
+                                       precision_rule)
 from bwd_suite.suite.inputs import DTYPES
 
 OUTPUTS = ("loss", "dlogits")
@@ -265,7 +266,7 @@ CAUSES = (
     CauseSpec(C.LSE_PRECISION, "lse rounded to the logits dtype",
               "accumulate and keep the lse in fp32: p and the loss come from it",
               requires=lambda f: f["low_precision"] or f["logit_scale"] >= 100),
-) + generic_causes()
+) + generic_causes(precision=lambda f: f["low_precision"])
 
 # ---------------------------------------------------------------- checked hypotheses
 
@@ -314,7 +315,7 @@ RULES = (
     Rule(C.MEAN_COUNTS_IGNORED, lambda e: _fits(e, "mean_all_tokens")),
     Rule(C.LSE_PRECISION, lambda e: _fits(e, "lse_rounded")),
 )
-RULES = ordered(RULES, CHECKED.rules, GENERIC_RULES)
+RULES = ordered(RULES, CHECKED.rules, (precision_rule("low_precision"),) + GENERIC_RULES)
 
 SPEC = DiagnosisSpec(causes=CAUSES, rules=RULES, features=FEATURES,
                      case_features=case_features, regions=regions, terms=terms, axes=AXES,

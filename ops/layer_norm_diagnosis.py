@@ -27,7 +27,7 @@ from bwd_suite.golden import layer_norm as golden
 from bwd_suite.ops.layer_norm_causes import COL_TILE, ROW_BLOCK, VECTOR, Cause
 from bwd_suite.suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
                                        Hypotheses, Rule, Term, along_axis, generic_causes,
-                                       ordered)
+                                       ordered, precision_rule)
 from bwd_suite.suite.inputs import DTYPES
 
 # ---------------------------------------------------------------- case features
@@ -186,7 +186,8 @@ CAUSES = (
     tile_offset=lambda f: f["affine"] and f["multi_tile"],
     last_index=lambda f: f["multi_row"] or f["hidden"] > 1,
     remainder=lambda f: f["partial_vector"] or f["row_remainder"],
-    stride=lambda f: f["multi_row"])
+    stride=lambda f: f["multi_row"],
+    precision=lambda f: f["low_precision"])
 
 # ---------------------------------------------------------------- checked hypotheses
 
@@ -205,8 +206,16 @@ def _perturbed(p: Mapping, t: Mapping, attrs: Mapping, base: Mapping) -> dict:
     if N > 1:
         found["means_n_minus_1"] = {"dx": r * (g - g.sum(-1, keepdim=True) / (N - 1) - xhat * (
             g * xhat).sum(-1, keepdim=True) / (N - 1))}
+    if x.shape[0] > 1:  # a row reduction taken over the rows (per column) instead
+        found["mean_g_over_rows"] = {"dx": r * (g - g.mean(0, keepdim=True) - xhat * (
+            g * xhat).mean(-1, keepdim=True))}
+        found["dot_over_rows"] = {"dx": r * (g - g.mean(-1, keepdim=True) - xhat * (
+            g * xhat).mean(0, keepdim=True))}
     if gamma is not None:
-        found["gamma_twice"] = {"dx": _golden(t, dy=dy * gamma)["dx"]}
+        # g = dy * gamma where dy belongs: in dx's g (gamma squared), in dgamma and dbeta
+        twice = _golden(t, dy=dy * gamma)
+        found["gamma_twice"] = {"dx": twice["dx"], "dgamma": twice["dgamma"],
+                                "dbeta": twice["dbeta"]}
         found["dgamma_raw_x"] = {"dgamma": (dy * x).sum(0)}
     return found
 
@@ -219,7 +228,9 @@ CHECKED = Hypotheses(
     golden_terms=_golden_terms,
     attributes={"rstd_missing": "without the factor rstd in dx",
                 "means_n_minus_1": "with the row means over N - 1 columns",
-                "gamma_twice": "with gamma applied twice (g = dy * gamma^2)",
+                "mean_g_over_rows": "with mean(g) taken over the rows (per column)",
+                "dot_over_rows": "with mean(g * xhat) taken over the rows (per column)",
+                "gamma_twice": "with gamma applied twice (dy * gamma where dy belongs)",
                 "dgamma_raw_x": "with dgamma summed over dy * x, not dy * xhat"},
     perturbed=_perturbed)
 CAUSES += CHECKED.causes
@@ -250,6 +261,7 @@ POSITIONAL_RULES = (
     # cancellation leaves a row-wise error times xhat: no column pattern, no exact term
     Rule(C.RAW_X_SUMS, lambda e: e.f("large_mean") and e.finite("dx")
          and not _any_exact(e) and e.along("dx", "column") is None),
+    precision_rule("low_precision"),
 ) + GENERIC_RULES
 RULES = ordered(EXACT_RULES, CHECKED.rules, POSITIONAL_RULES)
 

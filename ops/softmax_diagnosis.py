@@ -27,7 +27,8 @@ from bwd_suite.golden import softmax as golden
 from bwd_suite.ops.softmax_causes import COL_TILE, ROW_GROUP, VECTOR, Cause
 from bwd_suite.suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, CauseSpec,
                                        DiagnosisSpec, Evidence, Feature, Hypotheses, Rule, Term,
-                                       along_axis, generic_causes, ordered)
+                                       along_axis, generic_causes, ordered,
+                                       precision_rule)
 
 # ---------------------------------------------------------------- case features
 
@@ -140,7 +141,8 @@ CAUSES = (
     tile_position=lambda f: f["multi_row"],
     last_index=lambda f: f["multi_row"] or f["length"] > 1,
     remainder=lambda f: f["partial_vector"],
-    stride=lambda f: f["multi_row"])
+    stride=lambda f: f["multi_row"],
+    precision=lambda f: f["low_precision"])
 
 # ---------------------------------------------------------------- checked hypotheses
 
@@ -149,12 +151,17 @@ def _golden_terms(p: Mapping, t: Mapping, attrs: Mapping) -> dict:
 
 
 def _perturbed(p: Mapping, t: Mapping, attrs: Mapping, base: Mapping) -> dict:
-    """dx with the keep mask ignored (the scale kept)."""
-    mask = t["mask"]
-    if mask is None:
-        return {}
-    return {"mask_ignored": golden.backward(t["y"], t["dy"], mask=torch.ones_like(mask),
-                                            scale=attrs["scale"])}
+    """dx with the keep mask ignored (the scale kept), and with the row dot taken over
+    the rows (per column) instead."""
+    y, mask, scale = t["y"], t["mask"], attrs["scale"]
+    found = {}
+    if y.shape[0] > 1:
+        g = golden.dropout_backward(t["dy"], mask, scale)
+        found["dot_over_rows"] = {"dx": y * (g - (g * y).sum(0, keepdim=True))}
+    if mask is not None:
+        found["mask_ignored"] = golden.backward(y, t["dy"], mask=torch.ones_like(mask),
+                                                scale=scale)
+    return found
 
 
 CHECKED = Hypotheses(
@@ -162,7 +169,9 @@ CHECKED = Hypotheses(
                          "rowsum": "y * rowsum(y * g)"},
     golden_terms=_golden_terms,
     attributes={"mask_ignored": "with the keep mask ignored (every element kept, the "
-                                "scale applied)"},
+                                "scale applied)",
+                "dot_over_rows": "with the row dot sum(g * y) taken over the rows (per "
+                                 "column)"},
     perturbed=_perturbed)
 CAUSES += CHECKED.causes
 
@@ -180,6 +189,7 @@ EXACT_RULES = (
 POSITIONAL_RULES = (
     Rule(C.COLUMN_TAIL, along_axis("dx", "column", lambda p: p.past_multiple_of(VECTOR))),
     Rule(C.ROW_STRIDE, along_axis("dx", "row", lambda p: p.all_but_first)),
+    precision_rule("low_precision"),
 ) + GENERIC_RULES
 RULES = ordered(EXACT_RULES, CHECKED.rules, POSITIONAL_RULES)
 

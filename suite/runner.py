@@ -286,14 +286,15 @@ def _time(row: ResultRow, spec: OpSpec, impl: Implementation, ctx: CaseContext,
 
 
 def _diagnose(row: ResultRow, ctx: CaseContext, outputs: Mapping, checks: list) -> None:
-    """Localisation and likely cause of the wrong outputs (op hook), never fatal."""
+    """Localisation and likely cause of a failing item's wrong outputs (op hook), or of
+    its failure kind alone (an input modified, repeats that differ), never fatal."""
     spec = ctx.spec
-    if spec.diagnosis is None or not any(c.failure for c in checks):
+    if spec.diagnosis is None:
         return
     try:
         found = diagnose_item(spec.diagnosis, ctx.case.params, ctx.float64_inputs(),
                               ctx.inputs.attrs, ctx.golden, outputs, checks,
-                              ctx.diagnosis_cache)
+                              ctx.diagnosis_cache, row.failure_kind.value)
     except Exception as e:  # noqa: BLE001 - a diagnosis bug must not lose the verdict
         row.diagnosis = f"diagnosis failed: {type(e).__name__}: {e}"
         return

@@ -36,7 +36,7 @@ from bwd_suite.suite.diagnosis.axis_pattern import AxisPattern, remainder_period
 from bwd_suite.suite.diagnosis.evidence import (COEF_TOL, EXACT_RESIDUAL, PARTIAL_RESIDUAL,
                                                 Evidence, Rule, candidates)
 from bwd_suite.suite.diagnosis.generic import GENERIC_RULES, Generic, along_axis, fallback, \
-    generic_causes
+    generic_causes, precision_rule
 from bwd_suite.suite.diagnosis.hypotheses import Hypotheses, IndexCause, ordered
 from bwd_suite.suite.diagnosis.localisation import diagnose_item
 from bwd_suite.suite.diagnosis.measurements import Location, TermFit, fit_term, locate
@@ -48,7 +48,7 @@ __all__ = [
     # the vocabulary (ops/*_diagnosis.py)
     "DiagnosisSpec", "CauseSpec", "Feature", "Region", "Term", "Rule", "Evidence",
     "COEF_TOL", "EXACT_RESIDUAL", "PARTIAL_RESIDUAL",
-    "Generic", "GENERIC_RULES", "generic_causes", "fallback", "along_axis",
+    "Generic", "GENERIC_RULES", "generic_causes", "fallback", "along_axis", "precision_rule",
     "Hypotheses", "IndexCause", "ordered",
     # per item (suite/runner.py) and its measurements (tests)
     "diagnose_item", "Location", "TermFit", "locate", "fit_term", "AxisPattern",

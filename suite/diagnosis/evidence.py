@@ -67,6 +67,11 @@ class Evidence:
     wrong_counts: Mapping[str, tuple] = field(default_factory=dict)  # output -> (n_bad, numel)
     # outputs holding unwritten (poison) or non-finite elements: no rounding story fits
     nonfinite: frozenset = frozenset()
+    # the item's failure kind (suite.outcomes.FailureKind's value): "input modified",
+    # "nondeterministic" say the cause themselves
+    kind: Optional[str] = None
+    # each wrong output's normalized error, max|impl - golden| / max|golden|
+    errors: Mapping[str, float] = field(default_factory=dict)
 
     def f(self, name: str) -> Any:
         return self.features[name]
@@ -159,17 +164,19 @@ class Evidence:
 
     @classmethod
     def from_row(cls, row: "ResultRow", spec: DiagnosisSpec) -> "Evidence":
-        wrong, counts, nonfinite = set(), {}, set()
+        wrong, counts, nonfinite, errors = set(), {}, set(), {}
         for o in row.outputs or ():
             if output_wrong(o):
                 wrong.add(o["name"])
                 counts[o["name"]] = (int(o["n_bad"]), int(o["numel"]))
+                errors[o["name"]] = float(o["err"])
                 if o["n_unwritten"] or o["n_nonfinite"]:
                     nonfinite.add(o["name"])
         locs = tuple(Location(**lo) for lo in row.error_locations or ())
         fits = tuple(TermFit(**t) for t in row.error_terms or ())
+        kind = row.failure_kind.value if row.failure_kind is not None else None
         return cls(frozenset(wrong), locs, fits, spec.case_features(row.params), counts,
-                   frozenset(nonfinite))
+                   frozenset(nonfinite), kind, errors)
 
 
 def output_wrong(o: Mapping) -> bool:

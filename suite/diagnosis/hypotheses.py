@@ -39,7 +39,7 @@ import torch
 from bwd_suite.suite import values
 from bwd_suite.suite.diagnosis.evidence import (COEF_TOL, EXACT_RESIDUAL, HYPOTHESIS_KINDS,
                                                 Evidence, Rule, is_hypothesis)
-from bwd_suite.suite.diagnosis.generic import fallback
+from bwd_suite.suite.diagnosis.generic import KIND_RULES, fallback
 from bwd_suite.suite.diagnosis.vocabulary import CauseSpec, Term
 
 TERM, ATTR, INDEX = HYPOTHESIS_KINDS
@@ -344,9 +344,9 @@ def closest_over(hyp: Optional[Hypotheses], evidences: Sequence[Evidence],
 
 def ordered(exact: Sequence[Rule], hypotheses: Sequence[Rule],
             positional: Sequence[Rule] = ()) -> tuple:
-    """A rule table: the op's exact rules; the hypotheses' rules where none of those
-    holds; then the positional ones (the op's and the period search's) where neither
-    does."""
-    exact = tuple(exact)
+    """A rule table: the failure kind's rules (an input modified) and the op's exact
+    rules; the hypotheses' rules where none of those holds; then the positional ones (the
+    op's and the period search's) where neither does."""
+    exact = KIND_RULES + tuple(exact)
     first = exact + fallback(exact, tuple(hypotheses))
     return first + fallback(first, tuple(positional)) if positional else first

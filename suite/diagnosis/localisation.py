@@ -42,7 +42,7 @@ class ItemDiagnosis:
 
 def diagnose_item(spec: DiagnosisSpec, params: Mapping, tensors: Mapping, attrs: Mapping,
                   golden: Mapping, actual: Mapping, checks: Sequence,
-                  cache: Optional[dict] = None) -> ItemDiagnosis:
+                  cache: Optional[dict] = None, kind: Optional[str] = None) -> ItemDiagnosis:
     """Localise the wrong elements of every failing output and name candidate causes.
 
     `tensors` are the case inputs in float64 on the golden's device; `checks` are the
@@ -51,7 +51,8 @@ def diagnose_item(spec: DiagnosisSpec, params: Mapping, tensors: Mapping, attrs:
     its regions and terms are over that 1-D whole (a term may be a list as well), and the
     period search runs along the list index. The op's checked hypotheses
     (`spec.hypotheses`) are fitted like its terms; `cache`, one dict per case, keeps what
-    they computed for the next implementation failing the same case."""
+    they computed for the next implementation failing the same case. `kind`: the item's
+    failure kind (its value), which some causes read (an input modified)."""
     wrong = frozenset(c.name for c in checks if c.failure is not None)
     locations, fits, counts, docs = [], [], {}, {}
     errors = {}
@@ -82,7 +83,9 @@ def diagnose_item(spec: DiagnosisSpec, params: Mapping, tensors: Mapping, attrs:
             errors[c.name] = err
     features = spec.case_features(params)
     # terms only for outputs whose error is finite (a fit of inf or NaN says nothing)
-    located = Evidence(frozenset(errors), tuple(locations), (), features, counts)
+    err = {c.name: c.err for c in checks if c.name in wrong}
+    located = Evidence(frozenset(errors), tuple(locations), (), features, counts, kind=kind,
+                       errors=err)
     found = {o: list(ts) for o, ts in spec.terms(params, tensors, attrs, located).items()}
     if spec.hypotheses is not None and errors:
         stories = hypotheses.build(
@@ -99,7 +102,7 @@ def diagnose_item(spec: DiagnosisSpec, params: Mapping, tensors: Mapping, attrs:
             if tf is not None:
                 fits.append(tf)
     ev = Evidence(wrong, tuple(locations), tuple(fits), features, counts,
-                  frozenset(wrong - set(errors)))
+                  frozenset(wrong - set(errors)), kind, err)
     causes = candidates(spec, ev)
     return ItemDiagnosis(causes, item_text(spec, ev, causes, docs), ev.locations, ev.fits)
 
