@@ -189,3 +189,32 @@ def test_an_error_no_story_explains_is_unclassified_with_the_closest_ones():
     d = diagnose_run([row, row])[0]
     assert d.cause is None and "closest hypotheses: " in d.text and "median residual" in \
         d.text, d.text
+
+
+# ---------------------------------------------------------------- causes without a story
+
+def softmax_in_place(*, y, dy, mask, scale, out):
+    """dx right, then dy reused as scratch."""
+    yf, g = y.float(), dy.float()
+    out["dx"].copy_(yf * (g - (g * yf).sum(-1, keepdim=True)))
+    dy.mul_(2.0)
+
+
+def softmax_16bit_throughout(*, y, dy, mask, scale, out):
+    """Every step in the input dtype: no fp32 upcast."""
+    out["dx"].copy_(y * (dy - (dy * y).sum(-1, keepdim=True)))
+
+
+def test_an_input_written_in_place_is_named_from_the_failure_kind():
+    row = run("softmax", softmax_in_place, rows=13, length=100, dtype="float32")
+    assert row.failure_kind == "input modified"
+    assert row.diagnosis_cause == "input_modified", row.diagnosis
+    assert diagnose_run([row])[0].cause == "input_modified"
+
+
+def test_small_unexplained_errors_of_a_16bit_case_read_as_precision():
+    row = run("softmax", softmax_16bit_throughout, rows=13, length=1000, dtype="bfloat16",
+              logit_scale=30.0)
+    assert row.verdict == "fail", row.reason
+    assert row.diagnosis_cause == "precision", row.diagnosis
+    assert row.diagnosis.startswith("likely arithmetic in too little precision")
