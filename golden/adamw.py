@@ -82,3 +82,45 @@ def adamw(params, grads, master, exp_avg, exp_avg_sq, max_exp_avg_sq, *, lr, bet
     if vmax is not None:
         out["max_exp_avg_sq"] = vmax
     return out
+
+
+def terms(params, grads, master, exp_avg, exp_avg_sq, max_exp_avg_sq, *, lr, beta1, beta2,
+          eps, weight_decay, step, steps, maximize, amsgrad, loss_scale, max_norm,
+          scaler=True) -> dict:
+    """The named terms of the last step of the call, per output, in float64 lists (empty
+    on a skipped step): the new weight = weight + decay + update, with "bias_correction"
+    the corrections' share of the update; exp_avg = m_decay + m_grad, exp_avg_sq = v_decay
+    + v_grad. A step that forgets a term is off by -1 x it."""
+    f = lambda xs: None if xs is None else [x.to(torch.float64).clone() for x in xs]  # noqa: E731
+    p = f(master) if master is not None else f(params)
+    m, v = f(exp_avg), f(exp_avg_sq)
+    vmax = f(max_exp_avg_sq) if amsgrad else None
+    g, found = unscale_clip(grads, loss_scale, max_norm, scaler)
+    if found:
+        return {}
+    kw = dict(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay,
+              maximize=maximize)
+    if steps > 1:
+        steps_(p, g, m, v, vmax, step=step, steps=steps - 1, **kw)
+    t = step + steps - 1
+    bc1, bc2 = 1 - beta1 ** t, 1 - beta2 ** t
+    names = ("weight", "decay", "update", "bias_correction", "m_decay", "m_grad", "v_decay",
+             "v_grad")
+    out = {k: [] for k in names}
+    for i in range(len(p)):
+        gi = -g[i] if maximize else g[i]
+        m_new = beta1 * m[i] + (1 - beta1) * gi
+        v_new = beta2 * v[i] + (1 - beta2) * gi * gi
+        vd = torch.maximum(vmax[i], v_new) if vmax is not None else v_new
+        update = -(lr / bc1) * m_new / (vd.sqrt() / math.sqrt(bc2) + eps)
+        plain = -lr * m_new / (vd.sqrt() + eps)
+        for k, x in zip(names, (p[i], -lr * weight_decay * p[i], update, update - plain,
+                                beta1 * m[i], (1 - beta1) * gi, beta2 * v[i],
+                                (1 - beta2) * gi * gi)):
+            out[k].append(x)
+    weights = {k: out[k] for k in ("weight", "decay", "update", "bias_correction")}
+    found = {"params": weights, "exp_avg": {k: out[k] for k in ("m_decay", "m_grad")},
+             "exp_avg_sq": {k: out[k] for k in ("v_decay", "v_grad")}}
+    if master is not None:
+        found["master"] = weights
+    return found

@@ -202,3 +202,43 @@ def backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, scale: float, causal
                 dq[b, h, r0:r1] = scale * (ds @ kh)
                 dk[b, g] += scale * (ds.transpose(-1, -2) @ c.q[b, h, r0:r1])
     return {"dq": dq, "dk": dk, "dv": dv}
+
+
+def terms(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, scale: float, causal: bool,
+          seq_idx: Optional[Tensor] = None, *, align: str = "top_left",
+          window: tuple = (-1, -1), softcap: float = 0.0,
+          attn_mask: Optional[Tensor] = None, dropout_mask: Optional[Tensor] = None,
+          dropout: float = 0.0, block: Optional[int] = None) -> dict:
+    """The named terms of each gradient, whose sum is `backward`'s (float64): dq and dk
+    from dS = P * (dP - D) split into its dP part ("dp": P * dP) and its D part ("d":
+    -P * D), each through the softcap derivative; "softcap" is that derivative's share
+    (1 - tanh^2 - 1 of dS), dv is one term ("dv": Pd^T dO). A backward that forgets a
+    term is off by -1 x it (D missing: -1 x "d")."""
+    c = _case(q, k, v, scale, causal, seq_idx, align, window, softcap, attn_mask,
+              dropout_mask, dropout, block)
+    dout = dout.to(F64)
+    B, H = q.shape[:2]
+    names = ("dp", "d") + (("softcap",) if softcap > 0 else ())
+    dq = {n: torch.zeros_like(c.q) for n in names}
+    dk = {n: torch.zeros_like(c.k) for n in names}
+    dv = torch.zeros_like(c.v)
+    for b in range(B):
+        for h in range(H):
+            g = h // c.G
+            kh, vh = c.k[b, g], c.v[b, g]
+            for r0, r1 in c.blocks():
+                p, t, _, z = c.probs(b, h, r0, r1)
+                do = dout[b, h, r0:r1]
+                dv[b, g] += (p if z is None else p * z).transpose(-1, -2) @ do
+                dp = do @ vh.transpose(-1, -2)
+                if z is not None:
+                    dp = dp * z
+                d = (p * dp).sum(-1, keepdim=True)
+                cap = 1.0 if t is None else 1.0 - t * t
+                parts = {"dp": p * dp * cap, "d": -p * d * cap}
+                if t is not None:
+                    parts["softcap"] = -p * (dp - d) * t * t
+                for n, ds in parts.items():
+                    dq[n][b, h, r0:r1] = scale * (ds @ kh)
+                    dk[n][b, g] += scale * (ds.transpose(-1, -2) @ c.q[b, h, r0:r1])
+    return {"dq": dq, "dk": dk, "dv": {"dv": dv}}

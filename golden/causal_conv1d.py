@@ -96,3 +96,52 @@ def backward(x: Tensor, weight: Tensor, dout: Tensor, bias: Optional[Tensor] = N
     if initial_states is not None:
         grads["dinitial_states"] = dxc[..., :K - 1]
     return grads
+
+
+def terms(x: Tensor, weight: Tensor, dout: Tensor, bias: Optional[Tensor] = None,
+          seq_idx: Optional[Tensor] = None, initial_states: Optional[Tensor] = None,
+          dfinal_states: Optional[Tensor] = None, activation: Optional[str] = None) -> dict:
+    """The named terms of each gradient (float64): dx and dinitial_states = "taps" (the
+    products w * g' over the taps) + "state" (the dfinal_states copy path); dweight and
+    dbias are one term each; "silu" is the SiLU derivative's share of every output (the
+    gradient minus the same with g' = g). A backward that forgets a term is off by -1 x
+    it."""
+    full = backward(x, weight, dout, bias, seq_idx, initial_states, dfinal_states, activation)
+    taps = backward(x, weight, dout, bias, seq_idx, initial_states, None, activation)
+    K = weight.shape[1]
+    found = {"dx": {"taps": taps["dx"]}, "dweight": {"dweight": full["dweight"]}}
+    if dfinal_states is not None:
+        found["dx"]["state"] = full["dx"] - taps["dx"]
+    if bias is not None:
+        found["dbias"] = {"dbias": full["dbias"]}
+    if initial_states is not None:
+        found["dinitial_states"] = {"taps": taps["dinitial_states"]}
+        if dfinal_states is not None:
+            found["dinitial_states"]["state"] = full["dinitial_states"] - \
+                taps["dinitial_states"]
+    if activation == "silu":
+        # the same backward with g' = g: the pre-activation's derivative left out
+        plain = _backward_plain_g(x, weight, dout, bias, seq_idx, initial_states, K)
+        for o, share in plain.items():
+            if o in found:
+                found[o]["silu"] = (taps[o] if o in taps else full[o]) - share
+    return found
+
+
+def _backward_plain_g(x, weight, dout, bias, seq_idx, initial_states, K) -> dict:
+    """The tap products of `backward` with g' = dout (padding still zeroed)."""
+    B, D, L = x.shape
+    xc = _extended(x, initial_states, K)
+    mask = _tap_mask(seq_idx, initial_states is not None, K, x)
+    _, windows = _preactivation(xc, weight, bias, mask, seq_idx)
+    g = dout if seq_idx is None else dout.masked_fill((seq_idx < 0).unsqueeze(1), 0.0)
+    dxc = x.new_zeros(B, D, L + K - 1)
+    for k in range(K):
+        dxc[..., k:k + L] += mask[:, None, :, k] * weight[None, :, k, None] * g
+    found = {"dx": dxc[..., K - 1:],
+             "dweight": (windows * mask.unsqueeze(1) * g.unsqueeze(-1)).sum((0, 2))}
+    if bias is not None:
+        found["dbias"] = g.sum((0, 2))
+    if initial_states is not None:
+        found["dinitial_states"] = dxc[..., :K - 1]
+    return found

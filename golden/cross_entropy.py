@@ -105,3 +105,47 @@ def cross_entropy(logits, targets, grad_loss, *, ignore_index=-100, label_smooth
     if reduction == "none":
         return {"loss": loss_i, "dlogits": dlogits}
     return {"loss": (a * loss_i).sum(), "dlogits": dlogits}
+
+
+def terms(logits, targets, grad_loss, *, ignore_index=-100, label_smoothing=0.0,
+          reduction="mean", z_loss=0.0, softcap=0.0, shift=False, seq_len=None,
+          accumulation=1, normalize="global_tokens") -> dict:
+    """The named terms of each output in float64 (whole batch at once: for cases of a
+    size the diagnosis looks at). dlogits = softmax + target + smoothing + z_loss, each
+    times the row's factor and the softcap derivative; "softcap" is that derivative's
+    share (sech^2 - 1 of the rest). The loss (per token, or reduced as the loss is) =
+    nll + smoothing + z_loss. A backward that forgets a term is off by -1 x it."""
+    seq_len = seq_len or logits.shape[0]
+    tgt = align(targets, seq_len, shift, ignore_index)
+    valid = tgt != ignore_index
+    a = coefficients(valid, reduction, accumulation, normalize)
+    x = logits.to(torch.float64)
+    N, V = x.shape
+    xc = softcap * torch.tanh(x / softcap) if softcap else x
+    m = xc.max(dim=1, keepdim=True).values if V else xc.new_zeros(N, 1)
+    lse = (m + (xc - m).exp().sum(dim=1, keepdim=True).log()).squeeze(1)
+    p = (xc - lse[:, None]).exp()
+    safe = torch.where(valid, tgt, torch.zeros_like(tgt))
+    onehot = torch.zeros_like(x).scatter_(1, safe[:, None], 1.0)
+    w = (grad_loss.to(torch.float64) * a * valid)[:, None]
+    deriv = 1.0 / torch.cosh(x / softcap).square() if softcap else 1.0
+    eps = label_smoothing
+    parts = {"softmax": p, "target": -(1 - eps) * onehot,
+             "smoothing": torch.full_like(x, -eps / V) if V else x.clone(),
+             "z_loss": 2 * z_loss * lse[:, None] * p}
+    d = {k: v * w * deriv for k, v in parts.items()}
+    if softcap:
+        d["softcap"] = sum(parts.values()) * w * (deriv - 1.0)
+    xy = xc.gather(1, safe[:, None]).squeeze(1)
+    per = {"nll": (1 - eps) * (lse - xy),
+           "smoothing": eps * (lse - (xc.mean(dim=1) if V else lse)),
+           "z_loss": z_loss * lse * lse}
+    per = {k: torch.where(valid, v, torch.zeros_like(v)) for k, v in per.items()}
+    loss = per if reduction == "none" else {k: (a * v).sum() for k, v in per.items()}
+    if not eps:
+        for part in (d, loss):
+            part.pop("smoothing")
+    if not z_loss:
+        for part in (d, loss):
+            part.pop("z_loss")
+    return {"dlogits": d, "loss": loss}

@@ -64,3 +64,19 @@ def backward(x: Tensor, dy: Tensor, mean: Tensor, rstd: Tensor,
         grads["dgamma"] = (dy * xhat).sum(0)
         grads["dbeta"] = dy.sum(0)
     return grads
+
+
+def terms(x: Tensor, dy: Tensor, mean: Tensor, rstd: Tensor,
+          gamma: Optional[Tensor] = None) -> dict:
+    """The named terms of each output, whose sum is the output (float64): dx's three,
+    rstd * g, -rstd * mean(g) and -rstd * xhat * mean(g * xhat); dgamma and dbeta are one
+    term each. A backward that forgets a term is off by -1 x it."""
+    m, r = mean[..., None], rstd[..., None]
+    xhat = (x - m) * r
+    g = dy * gamma if gamma is not None else dy
+    found = {"dx": {"g": r * g, "mean_g": (-r * g.mean(-1, keepdim=True)).expand_as(g),
+                    "xhat_dot": -r * xhat * (g * xhat).mean(-1, keepdim=True)}}
+    if gamma is not None:
+        found["dgamma"] = {"dy_xhat": (dy * xhat).sum(0)}
+        found["dbeta"] = {"dy": dy.sum(0)}
+    return found

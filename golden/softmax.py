@@ -57,3 +57,13 @@ def backward(y: Tensor, dy: Tensor, mask: Optional[Tensor] = None,
     g = dropout_backward(dy.to(torch.float64), mask, scale)
     dot = (g * y).sum(dim=-1, keepdim=True)
     return {"dx": y * (g - dot)}
+
+
+def terms(y: Tensor, dy: Tensor, mask: Optional[Tensor] = None,
+          scale: Optional[float] = None) -> dict:
+    """The named terms of dx, whose sum is dx: {"dx": {"y_g": y * g, "rowsum": -y *
+    rowsum(g * y)}} in float64 (g as in `backward`). A backward that forgets the row sum
+    is off by -1 x "rowsum"."""
+    y = y.to(torch.float64)
+    g = dropout_backward(dy.to(torch.float64), mask, scale)
+    return {"dx": {"y_g": y * g, "rowsum": -y * (g * y).sum(dim=-1, keepdim=True)}}

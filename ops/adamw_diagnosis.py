@@ -30,7 +30,8 @@ from bwd_suite.golden import adamw as golden
 from bwd_suite.ops.adamw_causes import Cause
 from bwd_suite.ops.adamw_shapes import shapes
 from bwd_suite.suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
-                                       Rule, Term, fallback, generic_causes)
+                                       Hypotheses, Rule, Term, generic_causes, ordered,
+                                       precision_rule)
 
 MOMENTS = ("exp_avg", "exp_avg_sq")
 WEIGHTS = ("params", "master")  # where the update lands (the master, when there is one)
@@ -78,15 +79,16 @@ FEATURES = (
     Feature("low_precision", "with 16-bit parameters"),
     Feature("master", "with fp32 master weights"),
     Feature("amsgrad", "with amsgrad"),
-    Feature("amsgrad_max", "with amsgrad past step 1"),
+    Feature("amsgrad_max", "with amsgrad past step 1", implies=("amsgrad",)),
     Feature("maximize", "with maximize"),
-    Feature("decay", "with weight decay"),
+    Feature("decay", "with weight decay", implies=("not nonfinite",)),
     Feature("nonfinite", "with an inf or NaN gradient"),
     Feature("zero_grads", "with zero gradients"),
-    Feature("moments_move", "when the moments change"),
-    Feature("adam_moves", "when the Adam update is not zero"),
-    Feature("scaled", "with a loss scale"),
-    Feature("clip", "with clipping"),
+    Feature("moments_move", "when the moments change", implies=("not nonfinite",)),
+    Feature("adam_moves", "when the Adam update is not zero",
+            implies=("moments_move", "not nonfinite")),
+    Feature("scaled", "with a loss scale", implies=("not nonfinite", "not zero_grads")),
+    Feature("clip", "with clipping", implies=("not nonfinite", "not zero_grads")),
     Feature("multi_tensor", "with more than one tensor"),
     Feature("multi_step", "with several steps per call"),
     Feature("step", "the step count", numeric=True),
@@ -129,10 +131,11 @@ def _per_tensor_step(t: Mapping, attrs: Mapping) -> dict:
 
 
 def _steps_changed(t: Mapping, attrs: Mapping, *, coupled=False, eps_inside=False,
-                   moments_bf16=False) -> dict:
-    """golden.steps_ with weight decay coupled as L2, eps inside the square root or the
-    moments rounded to bf16 each step: hypotheses its formulas cannot take as changed
-    inputs."""
+                   moments_bf16=False, decay_without_lr=False, bc1_missing=False,
+                   bc2_missing=False) -> dict:
+    """golden.steps_ with weight decay coupled as L2, eps inside the square root, the
+    moments rounded to bf16 each step, the decay not times lr, or one bias correction
+    left out: hypotheses its formulas cannot take as changed inputs."""
     a = attrs
     f = lambda xs: None if xs is None else [x.clone() for x in xs]  # noqa: E731
     p = f(t["master"]) if t["master"] is not None else f(t["params"])
@@ -144,12 +147,13 @@ def _steps_changed(t: Mapping, attrs: Mapping, *, coupled=False, eps_inside=Fals
     b1, b2, lr, wd = a["beta1"], a["beta2"], a["lr"], a["weight_decay"]
     for s in range(a["step"], a["step"] + a["steps"]):
         bc1, bc2 = 1 - b1 ** s, 1 - b2 ** s
+        bc1, bc2 = (1.0 if bc1_missing else bc1), (1.0 if bc2_missing else bc2)
         for i in range(len(p)):
             gi = -g[i] if a["maximize"] else g[i]
             if coupled:
                 gi = gi + wd * p[i]
             else:
-                p[i] = p[i] * (1 - lr * wd)
+                p[i] = p[i] * (1 - (1 if decay_without_lr else lr) * wd)
             m[i] = b1 * m[i] + (1 - b1) * gi
             v[i] = b2 * v[i] + (1 - b2) * gi * gi
             if moments_bf16:
@@ -229,6 +233,49 @@ def terms(p: Mapping, t: Mapping, attrs: Mapping, ev: Evidence) -> dict:
     return found
 
 
+# ---------------------------------------------------------------- checked hypotheses
+
+def _too_big(t: Mapping) -> bool:
+    return len(t["params"]) > MAX_TERM_TENSORS or \
+        sum(x.numel() for x in t["params"]) > MAX_TERM_ELEMENTS
+
+
+def _golden_terms(p: Mapping, t: Mapping, attrs: Mapping) -> dict:
+    if _too_big(t):
+        return {}
+    return golden.terms(*(t[k] for k in _INPUTS), **attrs)
+
+
+def _perturbed(p: Mapping, t: Mapping, attrs: Mapping, base: Mapping) -> dict:
+    """The step under stories of a changed attribute (each a float64 step of its own)."""
+    if _too_big(t) or float(base["found_inf"][0]):
+        return {}
+    found = {"bc1_missing": _steps_changed(t, attrs, bc1_missing=True),
+             "bc2_missing": _steps_changed(t, attrs, bc2_missing=True)}
+    if attrs["weight_decay"] > 0:
+        found["decay_without_lr"] = _steps_changed(t, attrs, decay_without_lr=True)
+    if attrs["beta1"] != attrs["beta2"]:
+        found["betas_swapped"] = _golden(t, attrs, beta1=attrs["beta2"], beta2=attrs["beta1"])
+    found["maximize_flipped"] = _golden(t, attrs, maximize=not attrs["maximize"])
+    return found
+
+
+CHECKED = Hypotheses(
+    op="adamw",
+    terms={"weight": "the weight before the step", "decay": "-lr wd p (the weight decay)",
+           "update": "-lr m_hat / (sqrt(v_hat) + eps) (the update)",
+           "bias_correction": "the bias corrections' share of the update",
+           "m_decay": "beta1 m", "m_grad": "(1 - beta1) g", "v_decay": "beta2 v",
+           "v_grad": "(1 - beta2) g^2"},
+    golden_terms=_golden_terms,
+    attributes={"bc1_missing": "without the bias correction of m (1 - beta1^t)",
+                "bc2_missing": "without the bias correction of v (1 - beta2^t)",
+                "decay_without_lr": "with the weight decay not times lr: p (1 - wd)",
+                "betas_swapped": "with beta1 and beta2 swapped",
+                "maximize_flipped": "with maximize read the other way"},
+    perturbed=_perturbed)
+
+
 # ---------------------------------------------------------------- causes and rules
 
 def _weights(e: Evidence, family: str, coef: float = 1.0) -> bool:
@@ -242,8 +289,9 @@ def _moments(e: Evidence, family: str) -> bool:
 
 
 def _skip_ignored(e: Evidence) -> bool:
-    return e.f("nonfinite") and "found_inf" not in e.wrong and \
-        any(o in e.wrong for o in STATE)
+    """An inf or NaN gradient, and the state moved (whether or not found_inf says so: a
+    check for infinities alone misses the NaN and the step runs)."""
+    return e.f("nonfinite") and any(o in e.wrong for o in STATE)
 
 
 def _later_tensors(e: Evidence) -> bool:
@@ -291,7 +339,8 @@ CAUSES = (
     first_index=lambda f: f["multi_tensor"],
     last_index=lambda f: f["multi_tensor"],
     one_index=lambda f: f["multi_tensor"],
-    stride=lambda f: f["multi_tensor"])
+    stride=lambda f: f["multi_tensor"],
+    precision=lambda f: f["low_precision"])
 
 # Order: what the outputs and features show alone, then the exact term fits, then the
 # pattern along the list; the generic period-search causes only when none holds.
@@ -310,7 +359,11 @@ RULES = (
     Rule(C.MOMENTS_16BIT, lambda e: _moments(e, "moments_bf16")),
     Rule(C.STEP_PER_TENSOR, _later_tensors),
 )
-RULES = RULES + fallback(RULES, GENERIC_RULES)
+CAUSES += CHECKED.causes
+# the checked hypotheses where the rules above name nothing; the generic period-search
+# causes where neither does
+RULES = ordered(RULES, CHECKED.rules, (precision_rule("low_precision"),) + GENERIC_RULES)
 
 SPEC = DiagnosisSpec(causes=CAUSES, rules=RULES, features=FEATURES,
-                     case_features=case_features, regions=regions, terms=terms, axes=AXES)
+                     case_features=case_features, regions=regions, terms=terms, axes=AXES,
+                     hypotheses=CHECKED)

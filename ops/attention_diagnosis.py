@@ -34,10 +34,11 @@ from typing import Mapping, Optional
 
 import torch
 
+from bwd_suite.golden import attention as golden
 from bwd_suite.ops.attention_causes import BLOCK_K, BLOCK_Q, Cause
 from bwd_suite.suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, CauseSpec,
-                                       DiagnosisSpec, Evidence, Feature, Region, Rule, Term,
-                                       fallback, generic_causes)
+                                       DiagnosisSpec, Evidence, Feature, Hypotheses, Region,
+                                       Rule, Term, generic_causes, ordered, precision_rule)
 
 F64 = torch.float64
 # score elements (batch x heads x Tq x Tk) up to which terms are computed: a pass costs a
@@ -278,10 +279,12 @@ def case_features(p: Mapping) -> dict:
 FEATURES = (
     Feature("unequal", "when seq_q != seq_k"),
     Feature("causal", "with causal"),
-    Feature("windowed", "with a sliding window (and no explicit mask)"),
-    Feature("window_left", "with a left window edge (and no explicit mask)"),
+    Feature("windowed", "with a sliding window (and no explicit mask)",
+            implies=("not explicit_mask",)),
+    Feature("window_left", "with a left window edge (and no explicit mask)",
+            implies=("windowed", "not explicit_mask")),
     Feature("corner", "when the causal corner matters (causal or windowed, seq_q != seq_k, "
-            "no explicit mask)"),
+            "no explicit mask)", implies=("unequal", "not explicit_mask")),
     Feature("grouped", "with grouped-query heads (kv_heads < heads)"),
     Feature("empty_rows", "with queries that see no key"),
     Feature("explicit_mask", "with an explicit mask"),
@@ -464,7 +467,7 @@ CAUSES = (
     tile_offset=lambda f: f["multi_key_block"] or f["multi_query_block"],
     tile_position=lambda f: f["multi_key_block"] or f["multi_query_block"],
     stride=lambda f: True, first_index=lambda f: True, last_index=lambda f: True,
-    one_index=lambda f: True)
+    one_index=lambda f: True, precision=lambda f: f["low_precision"])
 
 # Order: the exact term fits first, then the positions (the period search); the generic
 # rules name their causes only when none of these holds.
@@ -483,8 +486,31 @@ OWN_RULES = (
     Rule(C.KEY_TAIL, _key_tail),
     Rule(C.SCALED, _scaled),
 )
-RULES = OWN_RULES + fallback(OWN_RULES, GENERIC_RULES)
+
+
+# ---------------------------------------------------------------- checked hypotheses
+
+def _golden_terms(p: Mapping, t: Mapping, attrs: Mapping) -> dict:
+    B, H, Tq, _ = t["q"].shape
+    if B * H * Tq * t["k"].shape[2] > MAX_TERM_SCORES:
+        return {}
+    return golden.terms(t["q"], t["k"], t["v"], t["dout"], attrs["scale"], attrs["causal"],
+                        t.get("seq_idx"), align=attrs["align"],
+                        window=(attrs["window_left"], attrs["window_right"]),
+                        softcap=attrs["softcap"], attn_mask=t.get("attn_mask"),
+                        dropout_mask=t.get("dropout_mask"), dropout=attrs["dropout"])
+
+
+CHECKED = Hypotheses(
+    op="attention",
+    terms={"dp": "of dP (scale (P * dP) K in dq, its transpose times Q in dk)",
+           "d": "of D (-scale (P * D) K in dq, its transpose times Q in dk)",
+           "softcap": "of the softcap derivative (the -tanh^2 share of dS)",
+           "dv": "Pd^T dO (dv itself)"},
+    golden_terms=_golden_terms)
+CAUSES += CHECKED.causes
+RULES = ordered(OWN_RULES, CHECKED.rules, (precision_rule("low_precision"),) + GENERIC_RULES)
 
 SPEC = DiagnosisSpec(causes=CAUSES, rules=RULES, features=FEATURES,
                      case_features=case_features, regions=regions, terms=terms,
-                     axes=AXES, periods=PERIODS, shapes=shapes)
+                     axes=AXES, periods=PERIODS, shapes=shapes, hypotheses=CHECKED)

@@ -24,8 +24,9 @@ import torch.nn.functional as F
 from bwd_suite.golden import causal_conv1d as golden
 from bwd_suite.ops.causal_conv1d_causes import Cause
 from bwd_suite.suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, PARTIAL_RESIDUAL,
-                                       CauseSpec, DiagnosisSpec, Evidence, Feature, Region, Rule,
-                                       Term, fallback, generic_causes)
+                                       CauseSpec, DiagnosisSpec, Evidence, Feature, Hypotheses,
+                                       Region, Rule, Term, generic_causes, ordered,
+                                       precision_rule)
 
 TILES = (64, 128)  # Dao's channel-last backward: 64-step tiles for L <= 128, else 128
 VECTOR = 8  # elements per vector load (16 bytes of bf16): time steps or channels
@@ -76,9 +77,9 @@ FEATURES = (
     Feature("low_precision", "with 16-bit activations"),
     Feature("init", "with initial states"),
     Feature("dfinal", "with a dfinal_states gradient (final states or chunks)"),
-    Feature("chunked", "in chunked-state runs"),
+    Feature("chunked", "in chunked-state runs", implies=("dfinal",)),
     Feature("seq_idx", "with packed sequences (seq_idx)"),
-    Feature("padding", "with padding ids"),
+    Feature("padding", "with padding ids", implies=("seq_idx",)),
     Feature("short", "when L < K-1 (a call shorter than the state)"),
     Feature("multi_batch", "with batch > 1"),
     Feature("multi_tile", f"with more than one {TILES[0]}-step tile"),
@@ -427,6 +428,9 @@ RULES = (
          and e.partly("dx", "state_path")),
     Rule(C.OUT_OF_RANGE, lambda e: _end_of_sequence(e) and not any(
         f.residual <= PARTIAL_RESIDUAL for f in e.fit("dx", "state_path"))),
+)
+# errors all over, no term of the op's explaining them: after the checked hypotheses
+SPREAD_RULES = (
     Rule(C.SILU_RECOMPUTE_BIAS, lambda e: e.f("silu") and e.f("bias") and _spread(e)),
     Rule(C.SILU_DERIVATIVE, lambda e: e.f("silu") and _spread(e)),
 )
@@ -447,9 +451,55 @@ def shapes(p: Mapping) -> dict:
 # The generic causes of the period search (a remainder, every tile but the first, a
 # stride, fixed positions of each tile, one index) name a cause only where none of the
 # rules above does: the op's own words win where it has them.
-CAUSES += generic_causes()
-RULES += fallback(RULES, GENERIC_RULES)
+CAUSES += generic_causes(precision=lambda f: f["low_precision"])
+
+
+# ---------------------------------------------------------------- checked hypotheses
+
+# the checked hypotheses cost a few float64 backwards: left out beyond this size
+MAX_CHECKED_ELEMENTS = 1 << 22
+
+
+def _kw(t: Mapping, attrs: Mapping) -> dict:
+    return dict(bias=t["bias"], seq_idx=t["seq_idx"], initial_states=t["initial_states"],
+                dfinal_states=t["dfinal_states"], activation=attrs["activation"])
+
+
+def _golden_terms(p: Mapping, t: Mapping, attrs: Mapping) -> dict:
+    if t["x"].numel() > MAX_CHECKED_ELEMENTS:
+        return {}
+    return golden.terms(t["x"], t["weight"], t["dout"], **_kw(t, attrs))
+
+
+def _perturbed(p: Mapping, t: Mapping, attrs: Mapping, base: Mapping) -> dict:
+    """The gradients with the taps in the other order (convolution against correlation),
+    and with seq_idx ignored."""
+    if t["x"].numel() > MAX_CHECKED_ELEMENTS:
+        return {}
+    kw = _kw(t, attrs)
+    found = {"taps_flipped": golden.backward(t["x"], t["weight"].flip(-1), t["dout"], **kw)}
+    if t["seq_idx"] is not None:
+        found["seq_idx_ignored"] = golden.backward(t["x"], t["weight"], t["dout"],
+                                                   **{**kw, "seq_idx": None})
+    return found
+
+
+CHECKED = Hypotheses(
+    op="causal_conv1d",
+    terms={"taps": "of the taps (sum over k of w[k] g' shifted)",
+           "state": "of the dfinal_states copy path", "dweight": "dweight itself",
+           "dbias": "dbias itself",
+           "silu": "of SiLU's derivative (the gradient minus the one with g' = g)"},
+    golden_terms=_golden_terms,
+    attributes={"taps_flipped": "with the filter taps in the other order",
+                "seq_idx_ignored": "with seq_idx ignored (no packed-sequence mask)"},
+    perturbed=_perturbed)
+CAUSES += CHECKED.causes
+# the rules above first (their words win where they have them), then the checked
+# hypotheses, then the period search's generic causes
+RULES = ordered(RULES, CHECKED.rules,
+                SPREAD_RULES + (precision_rule("low_precision"),) + GENERIC_RULES)
 
 SPEC = DiagnosisSpec(causes=CAUSES, rules=RULES, features=FEATURES,
                      case_features=case_features, regions=regions, terms=terms,
-                     axes=AXES, periods=PERIODS, shapes=shapes)
+                     axes=AXES, periods=PERIODS, shapes=shapes, hypotheses=CHECKED)

@@ -26,10 +26,12 @@ from typing import Mapping
 
 import torch
 
+from bwd_suite.golden import cross_entropy as golden
 from bwd_suite.ops.cross_entropy_causes import Cause
 from bwd_suite.ops.cross_entropy_labels import aligned, constant_target, scored
 from bwd_suite.suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
-                                       Rule, Term, fallback, generic_causes)
+                                       Hypotheses, Rule, Term, generic_causes, ordered,
+                                       precision_rule)
 from bwd_suite.suite.inputs import DTYPES
 
 OUTPUTS = ("loss", "dlogits")
@@ -80,10 +82,12 @@ def case_features(p: Mapping) -> dict:
 FEATURES = (
     Feature("low_precision", "with 16-bit logits"),
     Feature("shift", "with the label shift"),
-    Feature("shift_multi_seq", "with the shift over two or more sequences per call"),
+    Feature("shift_multi_seq", "with the shift over two or more sequences per call",
+            implies=("shift",)),
     Feature("ignored", "with ignored tokens"),
-    Feature("mean_ignored", "with a mean over a batch with ignored tokens"),
-    Feature("empty_mean", "with a mean over zero tokens"),
+    Feature("mean_ignored", "with a mean over a batch with ignored tokens",
+            implies=("ignored",)),
+    Feature("empty_mean", "with a mean over zero tokens", implies=("ignored",)),
     Feature("smoothing", "with label smoothing"),
     Feature("z_loss", "with z-loss"),
     Feature("softcap", "with a softcap"),
@@ -262,10 +266,43 @@ CAUSES = (
     CauseSpec(C.LSE_PRECISION, "lse rounded to the logits dtype",
               "accumulate and keep the lse in fp32: p and the loss come from it",
               requires=lambda f: f["low_precision"] or f["logit_scale"] >= 100),
-) + generic_causes()
+) + generic_causes(precision=lambda f: f["low_precision"])
+
+# ---------------------------------------------------------------- checked hypotheses
+
+def _golden_terms(p: Mapping, t: Mapping, attrs: Mapping) -> dict:
+    if t["logits"].numel() > MAX_TERM_ELEMENTS:
+        return {}
+    return golden.terms(t["logits"], t["targets"], t["grad_loss"], **attrs)
+
+
+def _perturbed(p: Mapping, t: Mapping, attrs: Mapping, base: Mapping) -> dict:
+    """The outputs with the other reduction of a single call (a mean taken as a sum, a sum
+    as a mean)."""
+    red = attrs["reduction"]
+    if red == "none" or attrs["accumulation"] > 1 or t["logits"].numel() > MAX_TERM_ELEMENTS:
+        return {}
+    other = "sum" if red == "mean" else "mean"
+    return {f"reduction_{other}": golden.cross_entropy(
+        t["logits"], t["targets"], t["grad_loss"], **{**attrs, "reduction": other})}
+
+
+CHECKED = Hypotheses(
+    op="cross_entropy",
+    terms={"softmax": "p (the softmax)", "target": "-(1 - eps) at the target class",
+           "smoothing": "of the label smoothing (eps / V on every class)",
+           "z_loss": "of the z-loss (2 z lse p in dlogits, z lse^2 in the loss)",
+           "softcap": "of the softcap derivative (its share, sech^2 - 1)",
+           "nll": "(1 - eps) (lse - x_target)"},
+    golden_terms=_golden_terms,
+    attributes={"reduction_sum": "with a sum where the mean belongs",
+                "reduction_mean": "with a mean where the sum belongs"},
+    perturbed=_perturbed)
+CAUSES += CHECKED.causes
 
 # Order: the non-finite outputs of an empty mean, then the exact term fits (most specific
-# first); the generic period-search causes only when none holds.
+# first), then the checked hypotheses; the generic period-search causes only when none
+# holds.
 RULES = (
     Rule(C.EMPTY_MEAN_NAN, _nan_on_empty_mean),
     Rule(C.SHIFT_CROSSES, lambda e: _fits(e, "shift_crosses")),
@@ -278,8 +315,8 @@ RULES = (
     Rule(C.MEAN_COUNTS_IGNORED, lambda e: _fits(e, "mean_all_tokens")),
     Rule(C.LSE_PRECISION, lambda e: _fits(e, "lse_rounded")),
 )
-RULES = RULES + fallback(RULES, GENERIC_RULES)
+RULES = ordered(RULES, CHECKED.rules, (precision_rule("low_precision"),) + GENERIC_RULES)
 
 SPEC = DiagnosisSpec(causes=CAUSES, rules=RULES, features=FEATURES,
                      case_features=case_features, regions=regions, terms=terms, axes=AXES,
-                     shapes=shapes)
+                     shapes=shapes, hypotheses=CHECKED)

@@ -26,7 +26,8 @@ import torch
 from bwd_suite.golden import layer_norm as golden
 from bwd_suite.ops.layer_norm_causes import COL_TILE, ROW_BLOCK, VECTOR, Cause
 from bwd_suite.suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
-                                       Rule, Term, along_axis, generic_causes)
+                                       Hypotheses, Rule, Term, along_axis, generic_causes,
+                                       ordered, precision_rule)
 from bwd_suite.suite.inputs import DTYPES
 
 # ---------------------------------------------------------------- case features
@@ -56,7 +57,7 @@ FEATURES = (
     Feature("partial_vector", f"when the columns are not a multiple of {VECTOR}"),
     Feature("row_remainder", f"when the rows are not a multiple of {ROW_BLOCK}"),
     Feature("multi_row", "with more than one row"),
-    Feature("multi_block", f"with more than {ROW_BLOCK} rows"),
+    Feature("multi_block", f"with more than {ROW_BLOCK} rows", implies=("multi_row",)),
     Feature("multi_tile", f"with more than {COL_TILE} columns"),
     Feature("hidden", "the number of columns", numeric=True),
     Feature("rows", "the number of rows", numeric=True),
@@ -185,10 +186,58 @@ CAUSES = (
     tile_offset=lambda f: f["affine"] and f["multi_tile"],
     last_index=lambda f: f["multi_row"] or f["hidden"] > 1,
     remainder=lambda f: f["partial_vector"] or f["row_remainder"],
-    stride=lambda f: f["multi_row"])
+    stride=lambda f: f["multi_row"],
+    precision=lambda f: f["low_precision"])
 
-# Order: the exact term fits first, then the positions (the period search), then spread.
-RULES = (
+# ---------------------------------------------------------------- checked hypotheses
+
+def _golden_terms(p: Mapping, t: Mapping, attrs: Mapping) -> dict:
+    return golden.terms(t["x"], t["dy"], t["mean"], t["rstd"], gamma=t["gamma"])
+
+
+def _perturbed(p: Mapping, t: Mapping, attrs: Mapping, base: Mapping) -> dict:
+    """The outputs under stories the golden's inputs cannot tell (from its formulas)."""
+    x, dy, gamma, mean, rstd = t["x"], t["dy"], t["gamma"], t["mean"], t["rstd"]
+    N = x.shape[-1]
+    r = rstd[:, None]
+    xhat = (x - mean[:, None]) * r
+    g = dy * gamma if gamma is not None else dy
+    found = {"rstd_missing": {"dx": base["dx"] / r}}
+    if N > 1:
+        found["means_n_minus_1"] = {"dx": r * (g - g.sum(-1, keepdim=True) / (N - 1) - xhat * (
+            g * xhat).sum(-1, keepdim=True) / (N - 1))}
+    if x.shape[0] > 1:  # a row reduction taken over the rows (per column) instead
+        found["mean_g_over_rows"] = {"dx": r * (g - g.mean(0, keepdim=True) - xhat * (
+            g * xhat).mean(-1, keepdim=True))}
+        found["dot_over_rows"] = {"dx": r * (g - g.mean(-1, keepdim=True) - xhat * (
+            g * xhat).mean(0, keepdim=True))}
+    if gamma is not None:
+        # g = dy * gamma where dy belongs: in dx's g (gamma squared), in dgamma and dbeta
+        twice = _golden(t, dy=dy * gamma)
+        found["gamma_twice"] = {"dx": twice["dx"], "dgamma": twice["dgamma"],
+                                "dbeta": twice["dbeta"]}
+        found["dgamma_raw_x"] = {"dgamma": (dy * x).sum(0)}
+    return found
+
+
+CHECKED = Hypotheses(
+    op="layer_norm",
+    terms={"g": "rstd * g (g = dy * gamma)", "mean_g": "rstd * mean(g)",
+           "xhat_dot": "rstd * xhat * mean(g * xhat)", "dy_xhat": "sum over rows of dy * xhat",
+           "dy": "sum over rows of dy"},
+    golden_terms=_golden_terms,
+    attributes={"rstd_missing": "without the factor rstd in dx",
+                "means_n_minus_1": "with the row means over N - 1 columns",
+                "mean_g_over_rows": "with mean(g) taken over the rows (per column)",
+                "dot_over_rows": "with mean(g * xhat) taken over the rows (per column)",
+                "gamma_twice": "with gamma applied twice (dy * gamma where dy belongs)",
+                "dgamma_raw_x": "with dgamma summed over dy * x, not dy * xhat"},
+    perturbed=_perturbed)
+CAUSES += CHECKED.causes
+
+# Order: the exact term fits first, then the checked hypotheses, then the positions (the
+# period search) and spread, each only where the ones before name nothing.
+EXACT_RULES = (
     Rule(C.DBETA_ROWS, lambda e: e.only("dbeta") and e.explains("dbeta", "first_row", -1.0)),
     Rule(C.ROW_BLOCK_TAIL, lambda e: e.only("dgamma", "dbeta")
          and _exact(e, "row_block_tail", -1.0, ("dgamma", "dbeta"))),
@@ -201,6 +250,8 @@ RULES = (
     Rule(C.STATS_DTYPE, lambda e: e.f("low_precision") and _exact(e, "mean_rounded", 1.0)),
     Rule(C.ROW_SUM_SHORT, lambda e: e.explains("dx", "dot_skip_last", 1.0)),
     Rule(C.DX_GAMMA, lambda e: e.f("affine") and e.explains("dx", "no_gamma", 1.0)),
+)
+POSITIONAL_RULES = (
     Rule(C.COLUMN_TAIL, along_axis("dx", "column", lambda p: p.past_multiple_of(VECTOR))),
     Rule(C.ROW_STRIDE, along_axis("dx", "row", lambda p: p.all_but_first)),
     # rounding stories: finite errors only (an unwritten or NaN output is another bug)
@@ -210,8 +261,10 @@ RULES = (
     # cancellation leaves a row-wise error times xhat: no column pattern, no exact term
     Rule(C.RAW_X_SUMS, lambda e: e.f("large_mean") and e.finite("dx")
          and not _any_exact(e) and e.along("dx", "column") is None),
+    precision_rule("low_precision"),
 ) + GENERIC_RULES
+RULES = ordered(EXACT_RULES, CHECKED.rules, POSITIONAL_RULES)
 
 SPEC = DiagnosisSpec(causes=CAUSES, rules=RULES, features=FEATURES,
                      case_features=case_features, regions=regions, terms=terms,
-                     axes=AXES, periods=PERIODS, shapes=shapes)
+                     axes=AXES, periods=PERIODS, shapes=shapes, hypotheses=CHECKED)

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import torch
+
 from bwd_suite.golden import softmax as golden
 from bwd_suite.ops.softmax_causes import COL_TILE, ROW_GROUP, VECTOR, Cause
 from bwd_suite.suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, CauseSpec,
-                                       DiagnosisSpec, Evidence, Feature, Rule, Term, along_axis,
-                                       generic_causes)
+                                       DiagnosisSpec, Evidence, Feature, Hypotheses, Rule, Term,
+                                       along_axis, generic_causes, ordered,
+                                       precision_rule)
 
 # ---------------------------------------------------------------- case features
 
@@ -49,8 +52,9 @@ def case_features(p: Mapping) -> dict:
 
 FEATURES = (
     Feature("dropout", "with dropout"),
-    Feature("scaled", "with dropout and p > 0 (a scale other than 1)"),
-    Feature("dropped", "with dropped elements"),
+    Feature("scaled", "with dropout and p > 0 (a scale other than 1)",
+            implies=("dropout",)),
+    Feature("dropped", "with dropped elements", implies=("dropout",)),
     Feature("low_precision", "with 16-bit activations"),
     Feature("partial_vector", f"when the length is not a multiple of {VECTOR}"),
     Feature("multi_row", "with more than one row"),
@@ -137,10 +141,43 @@ CAUSES = (
     tile_position=lambda f: f["multi_row"],
     last_index=lambda f: f["multi_row"] or f["length"] > 1,
     remainder=lambda f: f["partial_vector"],
-    stride=lambda f: f["multi_row"])
+    stride=lambda f: f["multi_row"],
+    precision=lambda f: f["low_precision"])
 
-# Order: the exact term fits first, then the positions (the period search).
-RULES = (
+# ---------------------------------------------------------------- checked hypotheses
+
+def _golden_terms(p: Mapping, t: Mapping, attrs: Mapping) -> dict:
+    return golden.terms(t["y"], t["dy"], mask=t["mask"], scale=attrs["scale"])
+
+
+def _perturbed(p: Mapping, t: Mapping, attrs: Mapping, base: Mapping) -> dict:
+    """dx with the keep mask ignored (the scale kept), and with the row dot taken over
+    the rows (per column) instead."""
+    y, mask, scale = t["y"], t["mask"], attrs["scale"]
+    found = {}
+    if y.shape[0] > 1:
+        g = golden.dropout_backward(t["dy"], mask, scale)
+        found["dot_over_rows"] = {"dx": y * (g - (g * y).sum(0, keepdim=True))}
+    if mask is not None:
+        found["mask_ignored"] = golden.backward(y, t["dy"], mask=torch.ones_like(mask),
+                                                scale=scale)
+    return found
+
+
+CHECKED = Hypotheses(
+    op="softmax", terms={"y_g": "y * g (g = dy * mask * scale)",
+                         "rowsum": "y * rowsum(y * g)"},
+    golden_terms=_golden_terms,
+    attributes={"mask_ignored": "with the keep mask ignored (every element kept, the "
+                                "scale applied)",
+                "dot_over_rows": "with the row dot sum(g * y) taken over the rows (per "
+                                 "column)"},
+    perturbed=_perturbed)
+CAUSES += CHECKED.causes
+
+# Order: the exact term fits first, then the checked hypotheses, then the positions (the
+# period search), each only where the ones before name nothing.
+EXACT_RULES = (
     Rule(C.SCALE_TWICE, lambda e: e.explains("dx", "scale_twice", 1.0)),
     Rule(C.SCALE_MISSING, lambda e: e.explains("dx", "scale_missing", 1.0)),
     Rule(C.MASK_INVERTED, lambda e: e.explains("dx", "mask_inverted", 1.0)),
@@ -148,10 +185,14 @@ RULES = (
     Rule(C.DOT_SHORT, lambda e: e.explains("dx", "dot_skip_last", 1.0)),
     Rule(C.SCALED, lambda e: _scaled(e) and not e.explains("dx", "scale_twice", 1.0)
          and not e.explains("dx", "scale_missing", 1.0)),
+)
+POSITIONAL_RULES = (
     Rule(C.COLUMN_TAIL, along_axis("dx", "column", lambda p: p.past_multiple_of(VECTOR))),
     Rule(C.ROW_STRIDE, along_axis("dx", "row", lambda p: p.all_but_first)),
+    precision_rule("low_precision"),
 ) + GENERIC_RULES
+RULES = ordered(EXACT_RULES, CHECKED.rules, POSITIONAL_RULES)
 
 SPEC = DiagnosisSpec(causes=CAUSES, rules=RULES, features=FEATURES,
                      case_features=case_features, regions=regions, terms=terms,
-                     axes=AXES, periods=PERIODS, shapes=shapes)
+                     axes=AXES, periods=PERIODS, shapes=shapes, hypotheses=CHECKED)

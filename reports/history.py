@@ -53,7 +53,8 @@ ORDER = ("new failures and unexpected passes first, then steps by size weighted 
          "whose timing is not noise: spread or a CPU host's load past the comparison's "
          "limits), then the other verdict changes; the most recent change first among equals")
 VERDICT_COLORS = {Verdict.FAIL: "#b3261e", Verdict.ERROR: "#7b1fa2",
-                  Verdict.TIMEOUT: "#b35c00", Verdict.UNSUPPORTED: "#9aa3ab"}
+                  Verdict.TIMEOUT: "#b35c00", Verdict.UNSUPPORTED: "#9aa3ab",
+                  Verdict.WEAK_YARDSTICK: "#8a6d00"}
 KNOWN_COLOR = "#b08900"  # a declared known failure that failed
 METHOD = ("a step is a change-point where the median of the runs' medians after it "
           "differs from the median before it by more than the factor and a two-sided "

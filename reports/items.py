@@ -37,6 +37,8 @@ VERDICTS = {
     Verdict.ERROR: VerdictStyle("error", "!", 0),
     Verdict.TIMEOUT: VerdictStyle("timeout", "⧗", 0),
     Verdict.FAIL: VerdictStyle("fail", "✗", 1),
+    # as weak as the yardstick where it is weaker than the bound: declared, listed apart
+    Verdict.WEAK_YARDSTICK: VerdictStyle("weak_yardstick", "≈", 2.7),
     Verdict.UNSUPPORTED: VerdictStyle("unsupported", "–", 3),
     Verdict.PASS: VerdictStyle("pass", "✓", 4),
 }

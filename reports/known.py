@@ -2,13 +2,21 @@
 (`known_failure`, e.g. Dao's documented padding behaviour), grouped by op, implementation
 and declared reason. They are listed apart from the failures: they neither count as new
 failures nor turn the page's banner red. Declared items that passed are unexpected
-passes, shown in the summary."""
+passes, shown in the summary.
+
+The weak-yardstick items (`weak`) are listed apart the same way: beyond the bound where
+the case's yardstick is weaker than it, with the yardstick's own output bit for bit (the
+verdict `weak_yardstick`, whatever the implementation's name: the yardstick's own items
+are among them)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 from bwd_suite.reports.items import Items, case_label
+from bwd_suite.suite.outcomes import Verdict
 from bwd_suite.suite.reproduce import rerun_command
 
 MAX_PER_GROUP = 200  # items listed per group; the count is complete
@@ -53,9 +61,26 @@ def _text(v) -> str:
     return v if isinstance(v, str) else ""
 
 
+WEAK_DECLARED = ("beyond the bound (fp32 with one rounding) where the case's yardstick is "
+                 "weaker than it, with the yardstick's own output bit for bit")
+
+
 def build(items: Items) -> Known:
     rows = items.rows
-    exp = rows[rows["expected"]]
+    return _groups(items, rows[rows["expected"]], rows["known"],
+                   n_unexpected_passes=int(rows["xpass"].sum()))
+
+
+def weak(items: Items) -> Known:
+    """The items as weak as the yardstick (verdict weak_yardstick), per op and
+    implementation."""
+    rows = items.rows
+    chosen = rows[rows["verdict"] == Verdict.WEAK_YARDSTICK]
+    return _groups(items, chosen, pd.Series(WEAK_DECLARED, index=rows.index), 0)
+
+
+def _groups(items: Items, exp, declared_by, n_unexpected_passes: int) -> Known:
+    exp = exp.assign(known=declared_by.loc[exp.index])
     groups = []
     for op in items.ops():
         of_op = exp[exp["op"] == op]
@@ -75,4 +100,4 @@ def build(items: Items) -> Known:
                 groups.append(Group(op, impl, declared, listed, len(g),
                                     tuple((str(v), int(n)) for v, n in counts.items())))
     return Known(groups=tuple(groups), n_total=len(exp),
-                 n_unexpected_passes=int(rows["xpass"].sum()))
+                 n_unexpected_passes=n_unexpected_passes)

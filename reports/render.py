@@ -71,6 +71,7 @@ class Report:
     details: tuple
     cap: int
     known: Optional[known.Known] = None
+    weak: Optional[known.Known] = None  # the items as weak as the yardstick, listed apart
     history: Optional[history.History] = None  # None without --history
     colors: dict = field(default_factory=dict)  # implementation -> colour (reports.palette)
     coverage: Optional[coverage.Coverage] = None  # values and value pairs per implementation
@@ -167,6 +168,7 @@ def build(current: pd.DataFrame, baseline: Optional[pd.DataFrame] = None,
         details=details.build(its),
         cap=options.cap,
         known=known.build(its),
+        weak=known.weak(its),
         history=hist,
         colors=colors,
         coverage=coverage.build(current),
@@ -238,8 +240,8 @@ def data(obj):
 
 def to_json(report: Report) -> str:
     """The report's data as one JSON document: summary counts, matrix, failures, known
-    failures, roofline rows, memory ledger, speedups, changes (with every compared timing),
-    history."""
+    failures, the items as weak as the yardstick, roofline rows, memory ledger, speedups,
+    changes (with every compared timing), history."""
     doc = {"format": "bwd-suite-report", "version": 1, **data(report)}
     return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False)
 

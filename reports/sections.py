@@ -66,6 +66,12 @@ def build(report) -> tuple:
         Section("known-failures", "_known.html.j2", "Known failures",
                 "Known failures (expected)", _n(report.known.n_total if report.known else 0),
                 "items failed as declared"),
+    ]
+    if report.weak and report.weak.n_total:  # only where some item is as weak as it
+        out.append(Section("weak-yardstick", "_weak.html.j2", "Weak yardstick",
+                           "As weak as the yardstick (declared)", _n(report.weak.n_total),
+                           "items"))
+    out += [
         Section("coverage", "_coverage.html.j2", "Coverage", "Coverage",
                 _n(len(report.coverage.impls) if report.coverage else 0), "implementations"),
         Section("roofline", "_roofline.html.j2", "Roofline", "Roofline",

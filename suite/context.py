@@ -53,6 +53,12 @@ class CaseContext:
     golden: dict = field(init=False)
     ref_errs: Optional[dict] = field(init=False, default=None)
     ref_failure: str = field(init=False, default="")
+    # the yardstick's own outputs where it is weaker than the bound (suite/verdicts.py:
+    # an item's output equal to one bit for bit is the weak-yardstick outcome)
+    weak_yardstick_outputs: dict = field(init=False, default_factory=dict)
+    # what the diagnosis of a failing item computed from the case alone (the golden's
+    # terms and perturbations), for the next implementation failing it
+    diagnosis_cache: dict = field(init=False, default_factory=dict)
 
     def __post_init__(self):
         p = self.case.params
@@ -146,6 +152,11 @@ class CaseContext:
                 out = Call.of(self.spec, ys, self.inputs, self.case.params).checked().outputs
                 self.ref_errs = {o.name: normalized_error(out[o.name], self.golden[o.name])
                                  for o in self.outputs}
+                self.weak_yardstick_outputs = {
+                    o.name: out[o.name] for o in self.outputs if tolerances.weak_yardstick(
+                        o.tol_class, output_dtype(out[o.name]), self.case_dtype,
+                        self.ref_errs[o.name], self.cond_errs[o.name],
+                        golden_scale(self.golden[o.name]))}
             except Exception as e:  # noqa: BLE001 - recorded, and every item says so
                 memory.note(e)
                 self.ref_failure = f"yardstick {ys.name} raised {type(e).__name__}: {e}"

@@ -45,7 +45,7 @@ MAX_EXACT = 8  # a numeric parameter with more distinct offered values is binned
 MODULUS = 8  # "<int param> mod 8": 0 or not, a feature of binned int parameters
 CANDIDATES = 6  # offered cases tried per direction when testing a not-offered pair
 
-RAN_VERDICTS = ("pass", "fail")  # the outputs were compared
+RAN_VERDICTS = ("pass", "fail", "weak_yardstick")  # the outputs were compared
 UNSUPPORTED = "unsupported"
 
 # categories of a missing value pair

@@ -17,6 +17,10 @@ class Verdict(enum.StrEnum):
     ERROR = "error"  # the implementation raised, its worker died, or the harness failed
     UNSUPPORTED = "unsupported"  # outside the implementation's declared features
     TIMEOUT = "timeout"  # outlived the item timeout; its worker was killed
+    # beyond the bound where the case's yardstick is weaker than it, with the yardstick's
+    # own output bit for bit: a declared outcome, listed apart, never a pass (whatever the
+    # implementation's name) nor a failure (suite/verdicts.py)
+    WEAK_YARDSTICK = "weak_yardstick"
 
     @property
     def bad(self) -> bool:
@@ -25,8 +29,9 @@ class Verdict(enum.StrEnum):
 
     @property
     def compared(self) -> bool:
-        """The outputs were compared with the golden (pass or fail, not error/unsupported)."""
-        return self in (Verdict.PASS, Verdict.FAIL)
+        """The outputs were compared with the golden (pass, fail or weak yardstick; not
+        error, unsupported or timeout)."""
+        return self in (Verdict.PASS, Verdict.FAIL, Verdict.WEAK_YARDSTICK)
 
 
 BAD_VERDICTS = frozenset({Verdict.FAIL, Verdict.ERROR, Verdict.TIMEOUT})

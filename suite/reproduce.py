@@ -40,7 +40,7 @@ STEP = ("python", "-m", "bwd_suite", "step")  # a training-step scenario's row (
 DEFAULT_REPEATS = 3  # run's --repeats (suite/commands/run.py)
 # a run with timing times the items of these verdicts: such a row without a timing was
 # checked untimed
-UNTIMED_VERDICTS = ("fail", "pass")
+UNTIMED_VERDICTS = ("fail", "pass", "weak_yardstick")
 
 
 def _value(row, name: str, columns: Mapping):

@@ -462,7 +462,8 @@ def _v10_to_v11(table: pa.Table) -> pa.Table:
 def _v11_to_v12(table: pa.Table) -> pa.Table:
     """Version 12 records what an implementation reported about its item (suite/facts.py)
     and the training-step scenarios' stages and memory ledger; older rows have none of them
-    (null)."""
+    (null). It also added the verdict `weak_yardstick`, which no older row holds (an older
+    yardstick's item passed by its name there, and stays as recorded)."""
     return _add_null_columns(table, ("impl_facts_json", "stages_json", "ledger_json"))
 
 

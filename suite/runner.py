@@ -159,10 +159,10 @@ def _check(row: ResultRow, ctx: CaseContext, impl: Implementation,
     del prepared
 
     stage.now = "checking its outputs"
-    own = impl.name == spec.yardstick
+    # one rule whatever the implementation's name: the yardstick's own item included
     checks: list[OutputCheck] = [
         check_output(o, first[o.name], ctx.golden[o.name], ref_errs[o.name], ctx.case_dtype,
-                     ctx.cond_errs[o.name], is_yardstick=own)
+                     ctx.cond_errs[o.name], ctx.weak_yardstick_outputs.get(o.name))
         for o in ctx.outputs]
     row.yardstick_note = ctx.yardstick_note(first)
     row.outputs = [c.as_row() for c in checks]
@@ -210,6 +210,8 @@ def _check(row: ResultRow, ctx: CaseContext, impl: Implementation,
     if failures:
         row.finish(Verdict.FAIL, "; ".join(m for _, m in failures), failures[0][0])
         _diagnose(row, ctx, first, checks)
+    elif any(c.weak for c in checks):
+        row.finish(Verdict.WEAK_YARDSTICK, "; ".join(c.message for c in checks if c.weak))
     else:
         row.finish(Verdict.PASS)
     if spec.case_stats is not None:
@@ -286,13 +288,15 @@ def _time(row: ResultRow, spec: OpSpec, impl: Implementation, ctx: CaseContext,
 
 
 def _diagnose(row: ResultRow, ctx: CaseContext, outputs: Mapping, checks: list) -> None:
-    """Localisation and likely cause of the wrong outputs (op hook), never fatal."""
+    """Localisation and likely cause of a failing item's wrong outputs (op hook), or of
+    its failure kind alone (an input modified, repeats that differ), never fatal."""
     spec = ctx.spec
-    if spec.diagnosis is None or not any(c.failure for c in checks):
+    if spec.diagnosis is None:
         return
     try:
         found = diagnose_item(spec.diagnosis, ctx.case.params, ctx.float64_inputs(),
-                              ctx.inputs.attrs, ctx.golden, outputs, checks)
+                              ctx.inputs.attrs, ctx.golden, outputs, checks,
+                              ctx.diagnosis_cache, row.failure_kind.value)
     except Exception as e:  # noqa: BLE001 - a diagnosis bug must not lose the verdict
         row.diagnosis = f"diagnosis failed: {type(e).__name__}: {e}"
         return

@@ -75,7 +75,9 @@ def _compute(r: ResultRow) -> bool:
 
 
 def _timed(rs: list) -> list:
-    return [r for r in rs if r.verdict is Verdict.PASS and r.gbps]
+    """The timed items whose speed means something: passing ones, and those as weak as
+    the yardstick (they compute as well as it)."""
+    return [r for r in rs if r.verdict in (Verdict.PASS, Verdict.WEAK_YARDSTICK) and r.gbps]
 
 
 # -- the table -------------------------------------------------------------------------------
@@ -102,6 +104,7 @@ COLUMNS = (
     Column("pass", 6, _count(lambda r: r.verdict is Verdict.PASS)),
     Column("fail", 6, _count(_undeclared(Verdict.FAIL))),
     Column("known", 6, _count(lambda r: r.expected)),
+    Column("weak", 5, _count(lambda r: r.verdict is Verdict.WEAK_YARDSTICK)),
     Column("error", 6, _count(_undeclared(Verdict.ERROR))),
     Column("t/o", 5, _count(_undeclared(Verdict.TIMEOUT))),
     Column("unsup", 6, _count(lambda r: r.verdict is Verdict.UNSUPPORTED)),
@@ -125,7 +128,7 @@ COLUMNS = (
     Column("same copy", 10, lambda rs: _geomean([r.frac_same_copy for r in _timed(rs)]),
            units.percent, wide_only=True),
 )
-NAME_WIDTH = WIDTH - sum(c.width for c in COLUMNS if not c.wide_only)  # 30
+NAME_WIDTH = WIDTH - sum(c.width for c in COLUMNS if not c.wide_only)  # 25
 
 
 def _cell(col: Column, rows: list) -> str:
@@ -142,10 +145,12 @@ def elide(name: str, width: int) -> str:
 
 
 LEGEND = (
-    "'known': failures the implementation declares (expected); 'bitwise' / 'nondet': items "
+    "'known': failures the implementation declares (expected); 'weak': items as weak as the "
+    "yardstick where it is weaker than the bound (listed apart); 'bitwise' / 'nondet': items "
     "whose repeated calls were bit-for-bit equal (never one that left an output unwritten) / "
-    "differed within tolerance (--repeats); 'of copy BW' / 'of peak': over the passing timed "
-    "items, the geometric mean of GB/s over the measured copy bandwidth (memory-bound items) "
+    "differed within tolerance (--repeats); 'of copy BW' / 'of peak': over the passing (or "
+    "weak) timed items, the geometric mean of GB/s over the measured copy bandwidth "
+    "(memory-bound items) "
     "/ of TFLOP/s over the measured compute peak (compute-bound ones), as the report's "
     "roofline")
 WIDE_LEGEND = (
@@ -267,6 +272,8 @@ def _run_diagnoses(rows: list, clip: _Clip) -> list:
 
 
 def _weak_yardstick(rows: list, clip: _Clip) -> list:
+    """The cases whose yardstick is weaker than the bound, and the items as weak as it
+    there (the weak_yardstick outcome, whatever their name), per implementation."""
     weak = [r for r in rows if r.yardstick_note and r.verdict.compared]
     if not weak:
         return []
@@ -275,14 +282,26 @@ def _weak_yardstick(rows: list, clip: _Clip) -> list:
                          f"cases: their bounds use the fp32 error (column yardstick_note), "
                          f"e.g.", WIDTH)
     example = f"  {terminal(weak[0].case_id)}: "
-    return ["", *head, example + clip(weak[0].yardstick_note, WIDTH - len(example))]
+    lines = ["", *head, example + clip(weak[0].yardstick_note, WIDTH - len(example))]
+    as_weak = [r for r in rows if r.verdict is Verdict.WEAK_YARDSTICK]
+    if as_weak:
+        lines.append(f"{len(as_weak)} items as weak as the yardstick (beyond that bound with "
+                     f"its own outputs bit for bit; verdict weak_yardstick, listed apart):")
+        per = defaultdict(list)
+        for r in as_weak:
+            per[(r.op, r.impl)].append(r)
+        for (op, impl), rs in sorted(per.items()):
+            head = f"  {terminal(op)}/{terminal(impl)}: {len(rs)} items, e.g. "
+            lines.append(head + clip(f"{rs[0].case_id}: {rs[0].reason}", WIDTH - len(head)))
+    return lines
 
 
 # -- the last line -----------------------------------------------------------------------------
 
 def final_line(rows: Sequence[ResultRow], elapsed_s: Optional[float] = None) -> str:
-    """`17 passed, 13 failed, 0 errors, 0 unsupported, 0 known failures` (and timeouts and
-    unexpected passes when there are some), as pytest's last line: 'passed' leaves out the
+    """`17 passed, 13 failed, 0 errors, 0 unsupported, 0 known failures` (and timeouts,
+    items as weak as the yardstick and unexpected passes when there are some), as pytest's
+    last line: 'passed' leaves out the
     unexpected passes, 'failed', 'errors' and 'timeouts' the declared failures, which
     'known failures' counts."""
     n = defaultdict(int)
@@ -297,6 +316,8 @@ def final_line(rows: Sequence[ResultRow], elapsed_s: Optional[float] = None) -> 
              f"{n[Verdict.ERROR]} error{'s' * (n[Verdict.ERROR] != 1)}",
              f"{n[Verdict.UNSUPPORTED]} unsupported",
              f"{n['known']} known failure{'s' * (n['known'] != 1)}"]
+    if n[Verdict.WEAK_YARDSTICK]:
+        parts.append(f"{n[Verdict.WEAK_YARDSTICK]} as weak as the yardstick")
     if n[Verdict.TIMEOUT]:
         parts.append(f"{n[Verdict.TIMEOUT]} timeout{'s' * (n[Verdict.TIMEOUT] != 1)}")
     if n["unexpected"]:

@@ -13,6 +13,10 @@ scores; it knows no op. One module a job:
         evidence.py       Evidence (what a rule reads), Rule, candidates, the thresholds
         generic.py        the causes and rules any op may list (Generic, GENERIC_RULES)
         axis_pattern.py   AxisPattern, the period search's record and its words
+        hypotheses.py     Hypotheses: the golden's named terms and perturbations, each a
+                          story fitted to the error (term x c, a perturbed attribute, a
+                          shifted or transposed index); the one that explains it names
+                          the cause, else the closest ones are said
     per failing item (`diagnose_item`, called by the runner)
         measurements.py   wrong elements, Location per region, TermFit per term
         period_search.py  the pattern along each axis: one index, a prefix, every tile
@@ -32,7 +36,8 @@ from bwd_suite.suite.diagnosis.axis_pattern import AxisPattern, remainder_period
 from bwd_suite.suite.diagnosis.evidence import (COEF_TOL, EXACT_RESIDUAL, PARTIAL_RESIDUAL,
                                                 Evidence, Rule, candidates)
 from bwd_suite.suite.diagnosis.generic import GENERIC_RULES, Generic, along_axis, fallback, \
-    generic_causes
+    generic_causes, precision_rule
+from bwd_suite.suite.diagnosis.hypotheses import Hypotheses, IndexCause, ordered
 from bwd_suite.suite.diagnosis.localisation import diagnose_item
 from bwd_suite.suite.diagnosis.measurements import Location, TermFit, fit_term, locate
 from bwd_suite.suite.diagnosis.period_search import axis_patterns
@@ -43,7 +48,8 @@ __all__ = [
     # the vocabulary (ops/*_diagnosis.py)
     "DiagnosisSpec", "CauseSpec", "Feature", "Region", "Term", "Rule", "Evidence",
     "COEF_TOL", "EXACT_RESIDUAL", "PARTIAL_RESIDUAL",
-    "Generic", "GENERIC_RULES", "generic_causes", "fallback", "along_axis",
+    "Generic", "GENERIC_RULES", "generic_causes", "fallback", "along_axis", "precision_rule",
+    "Hypotheses", "IndexCause", "ordered",
     # per item (suite/runner.py) and its measurements (tests)
     "diagnose_item", "Location", "TermFit", "locate", "fit_term", "AxisPattern",
     "axis_patterns", "remainder_periods", "candidates",

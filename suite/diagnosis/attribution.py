@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Sequence
 
 from bwd_suite.suite import registry
+from bwd_suite.suite.diagnosis import hypotheses
 from bwd_suite.suite.diagnosis.axis_pattern import plural, remainder_periods
 from bwd_suite.suite.diagnosis.evidence import Evidence, candidates, output_wrong
-from bwd_suite.suite.diagnosis.vocabulary import DiagnosisSpec
+from bwd_suite.suite.diagnosis.vocabulary import DiagnosisSpec, Feature
 from bwd_suite.suite.outcomes import Verdict
 
 if TYPE_CHECKING:
@@ -46,6 +47,10 @@ class EffectKind(enum.Enum):
 
 @dataclass(frozen=True)
 class FeatureEffect:
+    """A claim about how failing depends on one feature, with its contrast: the counts
+    are over the comparable items only (`comparable`), so that "fails only with X" says
+    how many cases without X, alike in everything the failures share, passed."""
+
     feature: str
     kind: EffectKind
     words: str
@@ -54,12 +59,15 @@ class FeatureEffect:
     n_fail_without: int = 0
     n_without: int = 0
     rho: Optional[float] = None  # rank correlation, for "grows"
+    n_trend: int = 0  # failing items the rank correlation is over, for "grows"
 
     def phrase(self) -> str:
         if self.kind is EffectKind.GROWS:
-            return f"error grows with {self.words} (rank corr. {self.rho:.2f})"
+            return (f"error grows with {self.words} (rank corr. {self.rho:.2f} over "
+                    f"{self.n_trend} failing items)")
         pre = "fails only" if self.kind is EffectKind.ONLY_WITH else "never fails"
-        return f"{pre} {self.words}"
+        return (f"{pre} {self.words} (fails {self.n_fail_with} of {self.n_with} comparable "
+                f"cases with it, {self.n_fail_without} of {self.n_without} without)")
 
 
 @dataclass(frozen=True)
@@ -110,9 +118,49 @@ def _spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
 MIN_TREND_ITEMS, MIN_TREND_VALUES, MIN_TREND_RHO = 5, 4, 0.6
 
 
+def _decides(ft: Feature, about: str) -> bool:
+    """The feature is defined through `about` (Feature.implies): fixed by it."""
+    return about in ft.implies or f"not {about}" in ft.implies
+
+
+def comparable(spec: DiagnosisSpec, features: Sequence[Mapping], failed: Sequence[bool],
+               split: Sequence[bool], about: Optional[str] = None) -> list[bool]:
+    """Which items a claim about `split` (the claim's condition, yes or no per item) may be
+    contrasted on: those that agree with the failing items on every boolean feature all
+    of them share, but for the features the condition itself decides (`about`, the
+    features defined through it, and any that equals the condition, or its negation, on
+    every item: the run cannot tell those from it). So "fails only with more than one row"
+    is contrasted on single-row cases with dropout when every failure has dropout, and
+    there are none: no claim."""
+    bad = [f for f, b in zip(features, failed) if b]
+    shared = {}
+    for ft in spec.features:
+        if ft.numeric or ft.name == about or (about is not None and _decides(ft, about)):
+            continue
+        values = {bool(f[ft.name]) for f in bad}
+        if len(values) != 1:
+            continue
+        column = [bool(f[ft.name]) for f in features]
+        if column == list(split) or column == [not s for s in split]:
+            continue
+        shared[ft.name] = values.pop()
+    return [all(bool(f[k]) == v for k, v in shared.items()) for f in features]
+
+
+def _contrast(split: Sequence[bool], failed: Sequence[bool], alike: Sequence[bool]) -> dict:
+    """The counts of a claim over the comparable items."""
+    pairs = [(s, b) for s, b, a in zip(split, failed, alike) if a]
+    return dict(n_fail_with=sum(s and b for s, b in pairs), n_with=sum(s for s, _ in pairs),
+                n_fail_without=sum(b and not s for s, b in pairs),
+                n_without=sum(not s for s, _ in pairs))
+
+
 def feature_effects(spec: DiagnosisSpec, features: Sequence[Mapping], failed: Sequence[bool],
                     magnitudes: Sequence[Optional[float]] = ()) -> list[FeatureEffect]:
-    """How failing depends on each case feature over a set of items.
+    """How failing depends on each case feature over a set of items: only claims with
+    their contrast. "Fails only with X": every failing item has X, and comparable items
+    without X (`comparable`) exist; they pass, since no failing item lacks X. "Never
+    fails with X": no failing item has X, and comparable items with X exist.
 
     `features[i]` are item i's feature values, `failed[i]` its verdict, `magnitudes[i]`
     the absolute error of its most often wrong output (None when that output passed)."""
@@ -128,18 +176,18 @@ def feature_effects(spec: DiagnosisSpec, features: Sequence[Mapping], failed: Se
                 rho = _spearman([x for x, _ in pts], [y for _, y in pts])
                 if rho >= MIN_TREND_RHO:
                     effects.append(FeatureEffect(ft.name, EffectKind.GROWS, ft.words,
-                                                 rho=rho))
+                                                 rho=rho, n_trend=len(pts)))
             continue
         has = [bool(f[ft.name]) for f in features]
-        n_with = sum(has)
         n_fail_with = sum(h and b for h, b in zip(has, failed))
-        counts = dict(n_fail_with=n_fail_with, n_with=n_with,
-                      n_fail_without=n_fail - n_fail_with, n_without=len(has) - n_with)
+        if n_fail_with not in (0, n_fail):
+            continue
+        counts = _contrast(has, failed, comparable(spec, features, failed, has, ft.name))
         if n_fail_with == n_fail and counts["n_without"]:
             effects.append(FeatureEffect(ft.name, EffectKind.ONLY_WITH, ft.words, **counts))
-        elif n_fail_with == 0 and n_with:
+        elif n_fail_with == 0 and counts["n_with"]:
             effects.append(FeatureEffect(ft.name, EffectKind.NEVER_WITH, ft.words, **counts))
-    # the most telling first: "only with" backed by many items without the feature
+    # the most telling first: "only with" backed by many comparable items without it
     order = [EffectKind.ONLY_WITH, EffectKind.GROWS, EffectKind.NEVER_WITH]
     effects.sort(key=lambda e: (order.index(e.kind), -(
         e.n_without if e.kind is EffectKind.ONLY_WITH else e.n_with)))
@@ -258,15 +306,23 @@ def remainder_effect(spec: DiagnosisSpec, rs: Sequence, evs: Sequence[Evidence],
     words = (f"{out} wrong past the last multiple of {P} {many} in {len(hits)} "
              f"item{'s' if len(hits) != 1 else ''}")
     if lengths is not None:
-        multiples = [n for n in lengths if n is not None and n % P == 0]
-        if multiples:
-            words += f"; fails only when the number of {many} is not a multiple of {P}"
+        # the claim needs comparable cases at a multiple of P, and they all pass
+        known = [n is not None for n in lengths]
+        split = [k and n % P != 0 for k, n in zip(known, lengths)]
+        alike = [k and a for k, a in zip(known, comparable(
+            spec, [e.features for e in evs], failed, split))]
+        c = _contrast(split, failed, alike)
+        if c["n_without"] and not c["n_fail_without"]:
+            words += (f"; fails only when the number of {many} is not a multiple of {P} "
+                      f"(fails {c['n_fail_with']} of {c['n_with']} comparable cases with a "
+                      f"remainder, 0 of {c['n_without']} at a multiple)")
     pts = [(p.n - p.suffix_start, _max_abs(rs[i], out)) for i, p in hits]
     pts = [(x, y) for x, y in pts if y is not None and math.isfinite(y)]
     if len(pts) >= MIN_TREND_ITEMS and len({x for x, _ in pts}) >= 3:
         rho = _spearman([x for x, _ in pts], [y for _, y in pts])
         if rho >= MIN_TREND_RHO:
-            words += f"; error grows with the remainder (rank corr. {rho:.2f})"
+            words += (f"; error grows with the remainder (rank corr. {rho:.2f} over "
+                      f"{len(pts)} items)")
     return words
 
 
@@ -309,6 +365,12 @@ def _diagnose_group(spec: DiagnosisSpec, op_name: str, impl: str, rs: list) -> R
         if scores and any(cands):
             unsupported = (f" (best fit {scores[0].cause} is named by "
                            f"{scores[0].support} of {n_fail} failing items)")
+        near = hypotheses.closest_over(spec.hypotheses,
+                                       [e for e, bad in zip(evs, failed) if bad])
+        if near:
+            unsupported += "; closest hypotheses: " + ", ".join(
+                f"{words} (median residual {res:.2g} over {k} items)"
+                for words, res, k in near)
         return RunDiagnosis(op_name, impl, len(rs), n_fail, None, "unclassified",
                             f"unclassified: {head}{unsupported}", tuple(scores),
                             tuple(effects))

@@ -42,6 +42,15 @@ class Rule:
 
 
 
+# the kinds of the checked hypotheses' fits (hypotheses.py), stored beside the op's terms
+# as "term:NAME", "attr:NAME", "index:..."
+HYPOTHESIS_KINDS = ("term", "attr", "index")
+
+
+def is_hypothesis(term: str) -> bool:
+    return term.partition(":")[0] in HYPOTHESIS_KINDS
+
+
 def _in_family(name: str, family: str) -> bool:
     return name == family or name.startswith(family + "_")
 
@@ -58,6 +67,11 @@ class Evidence:
     wrong_counts: Mapping[str, tuple] = field(default_factory=dict)  # output -> (n_bad, numel)
     # outputs holding unwritten (poison) or non-finite elements: no rounding story fits
     nonfinite: frozenset = frozenset()
+    # the item's failure kind (suite.outcomes.FailureKind's value): "input modified",
+    # "nondeterministic" say the cause themselves
+    kind: Optional[str] = None
+    # each wrong output's normalized error, max|impl - golden| / max|golden|
+    errors: Mapping[str, float] = field(default_factory=dict)
 
     def f(self, name: str) -> Any:
         return self.features[name]
@@ -140,26 +154,29 @@ class Evidence:
     def spread(self, output: str) -> bool:
         """Wrong with no region (of at most LOCALISED of it) holding the errors, neither
         one of the op's nor a pattern of the period search along any axis, and no term
-        that explains much of it."""
+        of the op's that explains much of it (the checked hypotheses name their own
+        causes)."""
         return (output in self.wrong
                 and not any(lo.output == output and lo.share >= CONCENTRATED
                             and lo.coverage <= LOCALISED for lo in self.locations)
                 and not any(t.residual <= PARTIAL_RESIDUAL for t in self.fits
-                            if t.output == output))
+                            if t.output == output and not is_hypothesis(t.term)))
 
     @classmethod
     def from_row(cls, row: "ResultRow", spec: DiagnosisSpec) -> "Evidence":
-        wrong, counts, nonfinite = set(), {}, set()
+        wrong, counts, nonfinite, errors = set(), {}, set(), {}
         for o in row.outputs or ():
             if output_wrong(o):
                 wrong.add(o["name"])
                 counts[o["name"]] = (int(o["n_bad"]), int(o["numel"]))
+                errors[o["name"]] = float(o["err"])
                 if o["n_unwritten"] or o["n_nonfinite"]:
                     nonfinite.add(o["name"])
         locs = tuple(Location(**lo) for lo in row.error_locations or ())
         fits = tuple(TermFit(**t) for t in row.error_terms or ())
+        kind = row.failure_kind.value if row.failure_kind is not None else None
         return cls(frozenset(wrong), locs, fits, spec.case_features(row.params), counts,
-                   frozenset(nonfinite))
+                   frozenset(nonfinite), kind, errors)
 
 
 def output_wrong(o: Mapping) -> bool:

@@ -24,6 +24,10 @@ class Generic(enum.Enum):
     FIRST_INDEX = "first_index"
     LAST_INDEX = "last_index"
     ONE_INDEX = "one_index"
+    # from the item's failure kind and the size of its errors, not the period search
+    INPUT_MODIFIED = "input_modified"
+    NONDETERMINISTIC = "nondeterministic"
+    PRECISION = "precision"
 
 
 GENERIC_CAUSES = (
@@ -46,7 +50,19 @@ GENERIC_CAUSES = (
               "the grid size, the last block's early exit"),
     CauseSpec(Generic.ONE_INDEX, "a single index along an axis wrong",
               "that index's load, store or mask: an indexing special case"),
+    CauseSpec(Generic.INPUT_MODIFIED, "an input written in place",
+              "a temporary formed in an input's storage (x.mul_(...)) or an output aliased "
+              "to an input: compute into the outputs or scratch of your own"),
+    CauseSpec(Generic.NONDETERMINISTIC, "results that differ between calls",
+              "atomics or a reduction whose order depends on scheduling: a fixed order, or "
+              "register deterministic=False"),
+    CauseSpec(Generic.PRECISION, "arithmetic in too little precision (a 16-bit accumulator "
+              "or intermediate)", "accumulate and keep intermediates in fp32, round once "
+              "at the store"),
 )
+# the normalized error up to which a wrong output no story explains reads as rounding
+# (a formula, index or layout bug is off by a sizeable part of max|golden|)
+PRECISION_ERR = 0.1
 
 
 def generic_causes(**requires: Callable[[Mapping], bool]) -> tuple:
@@ -83,6 +99,24 @@ GENERIC_RULES = (
     Rule(Generic.ONE_INDEX, _any_pattern(
         lambda p: p.kind == "index" and not p.first and not p.last)),
 )
+
+
+# the failure kind says the cause itself: first in every table (hypotheses.ordered)
+KIND_RULES = (
+    Rule(Generic.INPUT_MODIFIED, lambda e: e.kind == "input modified"),
+    Rule(Generic.NONDETERMINISTIC, lambda e: e.kind == "nondeterministic"),
+)
+
+
+def precision_rule(feature: str) -> Rule:
+    """Every wrong output finite and off by at most PRECISION_ERR of max|golden|, in a
+    case with `feature` (the op's 16-bit one): rounding, not a formula. For an op's rule
+    table, after its checked hypotheses (a story that explains the error wins) and before
+    the period search's causes (a few wrong elements of a rounding error form no tile)."""
+    def holds(e: Evidence) -> bool:
+        return bool(e.wrong) and bool(e.features.get(feature)) and all(
+            e.finite(o) and e.errors.get(o, 1.0) <= PRECISION_ERR for o in e.wrong)
+    return Rule(Generic.PRECISION, holds)
 
 
 def fallback(rules: Sequence[Rule], extra: Sequence[Rule] = GENERIC_RULES) -> tuple:

@@ -63,7 +63,8 @@ def axis_patterns(output: str, bad: torch.Tensor, nouns: Sequence = (),
     inside minus the share of the axis it covers: the index with most errors, the best
     prefix and suffix (one cumulative sum each), and for each candidate period P the
     residues holding more than their share of wrong elements. A pattern holds when it has
-    CONCENTRATED of the wrong elements and the rest is clean (CONTRAST). The best holding
+    CONCENTRATED of the wrong elements, the rest is clean (CONTRAST) and a comparable part
+    of the axis outside it has no wrong element (`passed_beside`). The best holding
     one is kept: simpler kinds win near ties, and a period P wins over a multiple of it
     unless the multiple is denser. Cost: one reduction of the mask per axis, then
     O(n) per candidate period on the wrong indices only."""
@@ -102,7 +103,7 @@ def _best_on_axis(cnt, n: int, per: int, W: int, preferred: Sequence[int]):
     options = []  # (score, rank, kind, t, P, residues, n_in, k, density)
 
     def offer(rank, kind, t, P, res, n_in, k):
-        if holds(n_in, k):
+        if holds(n_in, k) and passed_beside(cnt, kind, t, P, res):
             options.append((n_in / W - k / n, rank, kind, t, P, res, n_in, k,
                             n_in / (k * per)))
 
@@ -155,9 +156,10 @@ def _best_on_axis(cnt, n: int, per: int, W: int, preferred: Sequence[int]):
         if hit < MIN_TILES or 2 * hit < reach or 2 * n_idx < k or \
                 n_idx < MIN_TILES * int(sel.sum()):
             continue
-        if holds(n_in, k):
-            periodic.append((n_in / W - k / n, 2, "period", 0, P,
-                             frozenset(int(x) for x in r[sel]), n_in, k, n_in / (k * per)))
+        res = frozenset(int(x) for x in r[sel])
+        if holds(n_in, k) and passed_beside(cnt, "period", 0, P, res):
+            periodic.append((n_in / W - k / n, 2, "period", 0, P, res, n_in, k,
+                             n_in / (k * per)))
     if periodic:
         top = max(periodic, key=lambda o: o[0])
         # the smallest P that explains them as well, unless a multiple is denser
@@ -165,6 +167,29 @@ def _best_on_axis(cnt, n: int, per: int, W: int, preferred: Sequence[int]):
                 (o[8] * DENSER >= top[8] and o[0] >= top[0] - 5 * TIE)]
         options.append(min(fits, key=lambda o: o[4]))
     return _pick(options)
+
+
+def passed_beside(cnt, kind: str, t: int, P: int, residues: frozenset) -> bool:
+    """The contrast a claim about a set of indices needs: a comparable part of the axis
+    outside it without a wrong element. "Only in row 7" needs another row that passed;
+    "every tile but the first" a first tile that passed; "only past the last multiple of
+    P" a whole tile of P before it that passed; fixed positions of each P-tile a tile
+    whose other positions all passed; "only in the first t" an index past them."""
+    clean = np.asarray(cnt) == 0
+    n = len(clean)
+    if kind == "index":
+        return bool(clean.sum() - clean[t])
+    if kind == "head":
+        return bool(clean[t:].any())
+    if kind == "after":
+        return bool(clean[:t].all())
+    if kind == "remainder":
+        return t >= P > 0 and bool(clean[:t // P * P].reshape(-1, P).all(axis=1).any())
+    full = n // P * P  # period: the whole P-tiles, their positions outside the residues
+    if not full:
+        return False
+    outside = np.array([i not in residues for i in range(P)])
+    return bool(clean[:full].reshape(-1, P)[:, outside].all(axis=1).any())
 
 
 def _pick(options):

@@ -43,7 +43,10 @@ class Feature:
     name: str
     words: str  # "with SiLU": reads after "fails only" / "never fails"
     numeric: bool = False  # compared by rank correlation ("grows with"), not by presence
-
+    # the features this one implies by its definition ("dropout" for "dropout and p > 0";
+    # "not nonfinite" for "weight decay on a step that runs"): a claim about one of those
+    # is not contrasted on this one, which it fixes (attribution.comparable)
+    implies: tuple = ()
 
 
 
@@ -72,6 +75,9 @@ class DiagnosisSpec:
     # params -> {output: shape}, so that the run-level diagnosis knows the axis lengths of
     # passing items too ("fails only when the number of columns is not a multiple of 8")
     shapes: Optional[Callable[[Mapping], Mapping[str, tuple]]] = None
+    # the golden's named terms and perturbations for the checked hypotheses: a
+    # suite.diagnosis.hypotheses.Hypotheses (its causes and rules go in the tables above)
+    hypotheses: Any = None
 
     def __post_init__(self):
         known = {c.cause for c in self.causes}

@@ -347,17 +347,53 @@ def test_feature_effects_only_with_never_with_and_grows():
     effects = {(e.feature, e.kind.value): e
                for e in dg.feature_effects(TOY, feats, failed, mags)}
     only = effects[("silu", "only_with")]
+    # contrasted on the items alike in what every failure shares (bias): the 4 SiLU items
+    # without bias are no contrast for "only with SiLU", the 10 without SiLU are
     assert (only.n_fail_with, only.n_with, only.n_fail_without, only.n_without) == \
-        (20, 24, 0, 10)
-    assert only.phrase() == "fails only with SiLU"
+        (20, 20, 0, 10)
+    assert only.phrase() == ("fails only with SiLU (fails 20 of 20 comparable cases with "
+                             "it, 0 of 10 without)")
     assert effects[("bias", "only_with")].n_without == 4
     assert effects[("n", "grows")].rho == pytest.approx(1.0)
+    assert effects[("n", "grows")].phrase().endswith("over 20 failing items)")
     only_plain = [not f["silu"] for f in feats]  # failing exactly without SiLU
     effects = {(e.feature, e.kind): e for e in dg.feature_effects(TOY, feats, only_plain)}
     never = effects[("silu", dg.EffectKind.NEVER_WITH)]
-    assert (never.n_fail_with, never.n_with) == (0, 24)
-    assert never.phrase() == "never fails with SiLU"
+    assert (never.n_fail_with, never.n_with) == (0, 20)
+    assert never.phrase() == ("never fails with SiLU (fails 0 of 20 comparable cases with "
+                              "it, 10 of 10 without)")
     assert ("silu", dg.EffectKind.ONLY_WITH) not in effects
+
+
+def test_no_only_with_claim_without_comparable_cases():
+    """Every failure has dropout, and every dropout case has two rows or more: "fails only
+    with more than one row" has no comparable single-row case (all lack dropout), so it is
+    not claimed; "fails only with dropout" is, contrasted on the multi-row cases."""
+    spec = dg.DiagnosisSpec(
+        causes=(), rules=(), features=(dg.Feature("dropout", "with dropout"),
+                                       dg.Feature("multi_row", "with more than one row")),
+        case_features=lambda p: p, regions=lambda *a: [], terms=lambda *a: {})
+    feats = [{"dropout": True, "multi_row": True}] * 6 + \
+        [{"dropout": False, "multi_row": True}] * 5 + [{"dropout": False, "multi_row": False}] * 3
+    failed = [True] * 6 + [False] * 8
+    effects = {(e.feature, e.kind): e for e in dg.feature_effects(spec, feats, failed)}
+    assert ("multi_row", dg.EffectKind.ONLY_WITH) not in effects
+    drop = effects[("dropout", dg.EffectKind.ONLY_WITH)]
+    assert (drop.n_fail_with, drop.n_with, drop.n_fail_without, drop.n_without) == \
+        (6, 6, 0, 5)
+    # a feature defined through another (Feature.implies) is no contrast for it: "dropout
+    # and p > 0" is true of every failure, and of no case without dropout
+    spec2 = dg.DiagnosisSpec(
+        causes=(), rules=(), features=spec.features + (
+            dg.Feature("scaled", "with p > 0", implies=("dropout",)),),
+        case_features=lambda p: p, regions=lambda *a: [], terms=lambda *a: {})
+    feats2 = [{**f, "scaled": f["dropout"]} for f in feats[:6]] + \
+        [{"dropout": True, "multi_row": True, "scaled": False}] * 2 + \
+        [{**f, "scaled": False} for f in feats[6:]]
+    failed2 = [True] * 6 + [False] * 10
+    effects = {(e.feature, e.kind): e for e in dg.feature_effects(spec2, feats2, failed2)}
+    assert effects[("dropout", dg.EffectKind.ONLY_WITH)].n_without == 5
+    assert effects[("scaled", dg.EffectKind.ONLY_WITH)].n_without == 2  # p = 0 with dropout
 
 
 # ---------------------------------------------------------------- stored rows

@@ -83,7 +83,9 @@ def test_run_writes_parquet_and_prints_a_summary(capsys, tmp_path):
     df = results.read_results([out])
     ran = df[df.verdict != "unsupported"]
     assert set(ran.impl) == {"torch_ref", "torch_tiled"}
-    assert (ran.verdict == "pass").all()
+    # torch_ref's 16-bit dweight is weaker than the bound on these bf16 cases: listed apart
+    assert (ran[ran.impl == "torch_tiled"].verdict == "pass").all()
+    assert ran[ran.impl == "torch_ref"].verdict.isin(("pass", "weak_yardstick")).all()
     assert ran.time_median_s.notna().all() and (ran.timing_method == "perf_counter").all()
     assert ran.gbps.notna().all() and ran.frac_copy_bw.notna().all()
     # GPU-only implementations are recorded as unsupported on a CPU, with the reason
@@ -100,7 +102,7 @@ def test_raising_implementation_is_recorded_and_the_run_continues(capsys, tmp_pa
     bad = df[df.impl == "tests.helpers:raising"]
     assert len(bad) == 8 and (bad.verdict == "error").all()
     assert bad.reason.str.contains("deliberate failure inside the implementation").all()
-    assert (df[df.impl == "torch_ref"].verdict == "pass").all()
+    assert df[df.impl == "torch_ref"].verdict.isin(("pass", "weak_yardstick")).all()
 
 
 def test_ctrl_c_keeps_finished_items(capsys, tmp_path):

@@ -216,7 +216,7 @@ def test_tolerance_rule_is_k_times_yardstick_plus_floor_under_ceiling():
         == pytest.approx(t.k * 1e-6 + t.floor_ulps * eps32)
     # the yardstick itself is held to the ceiling however poor it is
     assert tolerances.allowed_error(TolClass.ELEMENTWISE, torch.bfloat16, torch.bfloat16, 1.0,
-                                    is_yardstick=True) == tolerances.CEILINGS[torch.bfloat16]
+                                    from_yardstick=True) == tolerances.CEILINGS[torch.bfloat16]
     for cls, tol in tolerances.TOLERANCES.items():
         assert tol.reason, cls
 
@@ -236,7 +236,7 @@ def test_a_weak_yardstick_does_not_loosen_the_bound(cls, dtype):
     assert allowed < 5 * eps < tolerances.CEILINGS[dtype]
     assert allowed == pytest.approx(tolerances.allowed_error(cls, dtype, dtype, fp32))
     # the yardstick's own item keeps its own error; an fp32 output never counts as weak
-    assert tolerances.allowed_error(cls, dtype, dtype, weak, is_yardstick=True) > 7 * eps
+    assert tolerances.allowed_error(cls, dtype, dtype, weak, from_yardstick=True) > 7 * eps
     assert not tolerances.weak_yardstick(cls, torch.float32, torch.float32, 1e-3)
     # a 16-bit case's fp32 output (LayerNorm's dgamma): weak against fp32 itself
     assert tolerances.weak_yardstick(cls, torch.float32, dtype, 1e-3)
@@ -247,7 +247,7 @@ def test_the_ceiling_never_sits_below_the_conditioning():
     cond = 0.5
     for dtype in (torch.float32, torch.bfloat16):
         assert tolerances.allowed_error(TolClass.ELEMENTWISE, dtype, dtype, 1.0, cond,
-                                        is_yardstick=True) >= cond
+                                        from_yardstick=True) >= cond
 
 
 def test_outputs_in_the_subnormal_range_are_held_to_its_spacing():
@@ -336,7 +336,7 @@ def test_the_ceiling_never_sits_below_two_subnormal_spacings():
     cap = tolerances.ceiling(TolClass.ELEMENTWISE, torch.float16, torch.float16, 0.0, scale)
     assert cap >= 2 * step / scale > tolerances.CEILINGS[torch.float16]
     assert tolerances.allowed_error(TolClass.ELEMENTWISE, torch.float16, torch.float16,
-                                    1.5 * step / scale, is_yardstick=True,
+                                    1.5 * step / scale, from_yardstick=True,
                                     scale=scale) >= 1.5 * step / scale
     assert cap < 3 * step / scale
     # a normal-range output keeps the dtype's cap

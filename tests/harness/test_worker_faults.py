@@ -19,6 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BIAS = ["--profile", "ci", "--case", "causal_conv1d/bias/", "--no-timing", "--repeats", "1",
         "--quiet", "--device", "cpu"]
 DOOMED = "-silu-init"  # the two bias cases tests/faults/misbehaving.py acts on
+# verdicts of items computed as the eager yardstick does: its 16-bit dweight is weaker
+# than the bound on the CPU (weak_yardstick, listed apart, not a failure)
+CLEAN = ("pass", "weak_yardstick")
 
 
 def _suite(tmp_path, *argv, env=None, timeout=240):
@@ -48,7 +51,7 @@ def test_a_module_that_fails_to_load_in_the_worker_costs_its_items_not_the_run(
     mine = df[df.impl == "tests.faults.worker_import:fn"]
     assert (mine.verdict == "error").all() and (mine.failure_kind == "not loaded").all()
     assert mine.reason.str.contains(words, regex=False).all(), list(mine.reason)[:1]
-    assert (df[df.impl == "torch_ref"].verdict == "pass").all()
+    assert df[df.impl == "torch_ref"].verdict.isin(CLEAN).all()
     assert "failing items" in stdout  # the summary was printed
 
 
@@ -69,7 +72,7 @@ def test_bytes_written_into_the_workers_pipe_cost_that_item_and_execute_nothing(
     assert (hit.verdict == "error").all() and len(hit) == 2
     assert hit.reason.str.contains("not its messages").all(), list(hit.reason)
     assert (mine[~mine.case_id.str.endswith(DOOMED)].verdict == "pass").all()
-    assert (df[df.impl == "torch_ref"].verdict == "pass").all()
+    assert df[df.impl == "torch_ref"].verdict.isin(CLEAN).all()
     assert "failing items" in stdout
 
 
@@ -81,7 +84,7 @@ def test_a_forking_implementation_never_adds_rows(tmp_path):
     assert code == 0, err[-2000:]
     df = results.read_results([out])
     assert len(df) == 16 and not df.duplicated(["case_id", "impl"]).any()
-    assert (df.verdict == "pass").all()
+    assert df.verdict.isin(CLEAN).all()
 
 
 def test_what_an_implementation_prints_is_kept_per_item_and_capped(tmp_path, monkeypatch,

@@ -20,6 +20,9 @@ from bwd_suite.suite.rows import ResultRow
 BIAS = ["--profile", "ci", "--case", "causal_conv1d/bias/", "--no-timing", "--repeats", "1",
         "--quiet", "--device", "cpu"]
 DOOMED = "-silu-init"  # the two bias cases tests/crashing.py dies on
+# verdicts of items computed as the eager yardstick does: its 16-bit dweight is weaker
+# than the bound on the CPU (weak_yardstick, listed apart, not a failure)
+CLEAN = ("pass", "weak_yardstick")
 # the four channel-last bias cases of the eight
 BIAS_CL = [a.replace("bias/", "bias/B2-D40-L100-K4-bf16-cl-") for a in BIAS]
 
@@ -50,7 +53,7 @@ def test_a_dying_implementation_costs_its_items_only(impl, words, tmp_path, caps
         assert dead.reason.str.contains("about to abort: last words").all()
     alive = mine[~mine.case_id.str.endswith(DOOMED)]
     assert len(alive) == 6 and (alive.verdict == "pass").all()
-    assert (df[df.impl == "torch_ref"].verdict == "pass").all()  # later items ran
+    assert df[df.impl == "torch_ref"].verdict.isin(CLEAN).all()  # later items ran
 
 
 def test_a_hanging_implementation_times_out_and_the_run_goes_on(tmp_path, capsys):
@@ -172,7 +175,7 @@ def test_a_lost_cuda_context_costs_one_item_and_a_fresh_worker_runs_the_rest(tmp
     assert (lost.verdict == "error").all()
     assert lost.reason.str.contains("misaligned address").all()
     assert not lost.reason.str.startswith("not run").any()  # each ran on a fresh worker
-    assert (df[df.impl == "torch_ref"].verdict == "pass").all()
+    assert df[df.impl == "torch_ref"].verdict.isin(CLEAN).all()
 
 
 def test_declared_failures_do_not_fail_the_run_and_unexpected_passes_do(tmp_path, capsys):
