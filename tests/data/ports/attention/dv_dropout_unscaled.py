@@ -1,0 +1,40 @@
+"""Attention backward port that applies the dropout keep mask to P in dV without its scale
+1 / (1 - p): dV = (P * Z)^T dO (dP keeps the scale)."""
+
+import torch
+
+from .reference_port import visibility
+
+
+def backward(*, q, k, v, o, lse, dout, seq_idx, attn_mask, dropout_mask, causal, align,
+             window_left, window_right, softcap, scale, dropout, out):
+    B, H, Tq, _ = q.shape
+    Hkv, Tk = k.shape[1], k.shape[2]
+    G = H // Hkv
+    dq, dk, dv = torch.zeros(q.shape), torch.zeros(k.shape), torch.zeros(v.shape)
+    for b in range(B):
+        for h in range(H):
+            qh, kh, vh, do = q[b, h].float(), k[b, h // G].float(), v[b, h // G].float(), dout[b, h].float()
+            seen, bias = visibility(Tq, Tk, b, h, seq_idx=seq_idx, attn_mask=attn_mask,
+                                    causal=causal, align=align, window_left=window_left,
+                                    window_right=window_right)
+            s0 = scale * qh @ kh.T
+            s = softcap * torch.tanh(s0 / softcap) if softcap else s0
+            if bias is not None:
+                s = s + torch.where(seen, bias, 0.0)
+            p = torch.softmax(s.masked_fill(~seen, float("-inf")), dim=-1).nan_to_num(0.0)
+            if dropout > 0:
+                keep = dropout_mask[b, h].float()
+                dv[b, h // G] += (p * keep).T @ do
+                dp = (do @ vh.T) * keep / (1 - dropout)
+            else:
+                dv[b, h // G] += p.T @ do
+                dp = do @ vh.T
+            ds = p * (dp - (p * dp).sum(-1, keepdim=True))
+            if softcap:
+                ds = ds * (1 - torch.tanh(s0 / softcap) ** 2)
+            dq[b, h] = scale * ds @ kh
+            dk[b, h // G] += scale * ds.T @ qh
+    out["dq"].copy_(dq)
+    out["dk"].copy_(dk)
+    out["dv"].copy_(dv)

@@ -1,0 +1,41 @@
+"""Causal conv1d backward port that reads x's storage as dense channel-first (B, D, L)
+(strides D*L, L, 1) whatever its real strides, as a kernel taking a raw pointer would."""
+
+import torch
+
+
+def backward(*, x, weight, bias, dout, seq_idx, initial_states, dfinal_states, activation,
+             out):
+    B, D, L = x.shape
+    K = weight.shape[1]
+    xr = torch.as_strided(x, (B, D, L), (D * L, L, 1), x.storage_offset())
+    w = weight.float()
+    prev = initial_states.float() if initial_states is not None else torch.zeros(B, D, K - 1)
+    xe = torch.cat([prev, xr.float()], -1)
+    if seq_idx is None:
+        keep = [torch.ones(1, 1, L)] * K
+    else:
+        first = seq_idx[:, :1] if initial_states is not None else torch.full_like(seq_idx[:, :1], -1)
+        ids = torch.cat([first.expand(B, K - 1), seq_idx], 1)
+        keep = [(ids[:, k:k + L] == seq_idx)[:, None].float() for k in range(K)]
+    pre = sum(keep[k] * w[:, k, None] * xe[..., k:k + L] for k in range(K))
+    if bias is not None:
+        pre = pre + bias.float()[:, None]
+    g = dout.float()
+    if activation == "silu":
+        sg = torch.sigmoid(pre)
+        g = g * sg * (1 + pre * (1 - sg))
+    if seq_idx is not None:
+        g = g * (seq_idx >= 0)[:, None]
+    dxe = torch.zeros(B, D, L + K - 1)
+    for k in range(K):
+        dxe[..., k:k + L] += keep[k] * w[:, k, None] * g
+    if dfinal_states is not None:
+        dxe[..., L:] += dfinal_states.float()
+    out["dx"].copy_(dxe[..., K - 1:])
+    out["dweight"].copy_(torch.stack([(keep[k] * g * xe[..., k:k + L]).sum((0, 2))
+                                      for k in range(K)], 1))
+    if bias is not None:
+        out["dbias"].copy_(g.sum((0, 2)))
+    if initial_states is not None:
+        out["dinitial_states"].copy_(dxe[..., :K - 1])

@@ -1,0 +1,1 @@
+"""Cross entropy ports from docs/ops/cross_entropy.md and golden/cross_entropy.py, one bug each."""

@@ -1,0 +1,36 @@
+"""Cross entropy port that counts the mean's tokens on the labels as given, before the
+shift, so the count includes each sequence's first label and misses what the shift moves."""
+
+import torch
+
+
+def forward_backward(*, logits, targets, grad_loss, ignore_index, label_smoothing,
+                     reduction, z_loss, softcap, shift, seq_len, out, **_trainer):
+    N, V = logits.shape
+    count = max(int((targets != ignore_index).sum()), 1)
+    if shift:
+        t = targets.reshape(-1, seq_len)
+        s = torch.full_like(t, ignore_index)
+        s[:, :-1] = t[:, 1:]
+        targets = s.reshape(-1)
+    valid = targets != ignore_index
+    x = logits.double()
+    xc = softcap * torch.tanh(x / softcap) if softcap else x
+    lse = torch.logsumexp(xc, 1)
+    p = (xc - lse[:, None]).exp()
+    tgt = torch.where(valid, targets, 0)
+    eps = label_smoothing
+    loss = (1 - eps) * (lse - xc.gather(1, tgt[:, None])[:, 0]) + eps * (lse - xc.mean(1)) \
+        + z_loss * lse * lse
+    grad = p * (1 + 2 * z_loss * lse)[:, None] - eps / V
+    grad[torch.arange(N), tgt] -= 1 - eps
+    if softcap:
+        grad = grad * (1 - torch.tanh(x / softcap) ** 2)
+    loss, grad = loss * valid, grad * valid[:, None]
+    if reduction == "none":
+        out["loss"].copy_(loss)
+        out["dlogits"].copy_(grad * grad_loss[:, None])
+    else:
+        a = 1.0 / count if reduction == "mean" else 1.0
+        out["loss"].copy_(loss.sum() * a)
+        out["dlogits"].copy_(grad * (grad_loss * a))
