@@ -425,9 +425,12 @@ class Pool:
                 keep = f.read()
                 f.seek(0)
                 f.truncate()
-                f.write(f"[bwd-suite: {size - len(keep)} earlier bytes of this log "
-                        f"dropped]\n".encode() + keep)
-            w.log_offset = 0
+                kept = f"[bwd-suite: {size - len(keep)} earlier bytes of this log " \
+                       f"dropped]\n".encode() + keep
+                f.write(kept)
+            # an item in flight owns only what comes after the cut: from 0 it would take
+            # the notice and an earlier item's output (the worker's sizes are the file's)
+            w.log_offset = len(kept)
         except OSError:
             pass
 

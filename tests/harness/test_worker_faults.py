@@ -148,3 +148,22 @@ def test_fuzz_shrinks_a_crashing_implementation_through_its_workers(tmp_path):
     shrunk = [r for r in rows if "shrunk" in r.tags]
     assert shrunk and shrunk[0].failure_kind.value == "worker died"
     assert "SIGSEGV" in shrunk[0].reason
+
+
+def test_an_item_in_flight_when_its_log_is_cut_owns_only_what_follows(tmp_path, monkeypatch):
+    """The parent cuts a long log while an item runs: that item's output is what its worker
+    wrote after the cut, never the cut's notice or an earlier item's tail (CI once gave a
+    silent torch_ref the noisy implementation's output that way)."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(workers, "LOG_CAP_BYTES", 1000)
+    monkeypatch.setattr(workers, "LOG_KEEP_BYTES", 100)
+    log = tmp_path / "worker-0.log"
+    log.write_bytes(b"noise of an earlier item\n" * 200)
+    w = SimpleNamespace(log=str(log), log_offset=log.stat().st_size)  # the next item began
+    workers.Pool._cap_log(None, w)
+    assert log.stat().st_size < 1000
+    with open(log, "ab") as f:  # what the item in flight writes after the cut
+        f.write(b"mine\n")
+    end = log.stat().st_size  # the worker's row reports its log's size
+    assert workers.Pool._item_output(None, w, end) == "mine"
