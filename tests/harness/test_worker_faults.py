@@ -140,7 +140,7 @@ def test_fuzz_shrinks_a_crashing_implementation_through_its_workers(tmp_path):
     out = tmp_path / "f.parquet"
     code, stdout, err = _suite(tmp_path, "fuzz", "--op", "causal_conv1d", "--impl",
                                "causal_conv1d=tests.crashing:segfault", "--budget", "12",
-                               "--seed", "3", "--shrink-tries", "12", "--device", "cpu",
+                               "--seed", "3", "--shrink-tries", "4", "--device", "cpu",
                                "--output", str(out), "--quiet", timeout=420)
     assert code == 1, err[-3000:]
     assert "[[case]]" in stdout and "worker died" in stdout, (stdout, err[-2000:])
