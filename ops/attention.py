@@ -204,11 +204,6 @@ def fuzz_bounds(p: Mapping, device: str):
     return None
 
 
-def _no_effect(p: Mapping, name: str, without: str):
-    if p[name] != PARAMS.by_name[name].default:
-        return name, f"has no effect {without}"
-    return None
-
 
 def check_case(p: Mapping):
     """The combinations no input can hold, or whose keys would do nothing."""
@@ -221,8 +216,8 @@ def check_case(p: Mapping):
     if p["causal"] and p["window_right"] >= 0:
         return "window_right", "is set by causal = true (causal is window_right = 0)"
     if p["mask"] == "none":
-        found = _no_effect(p, "mask_heads", 'with mask = "none"') or \
-            _no_effect(p, "mask_scale", 'with mask = "none"')
+        found = PARAMS.no_effect(p, "mask_heads", 'with mask = "none"') or \
+            PARAMS.no_effect(p, "mask_scale", 'with mask = "none"')
         if found:
             return found
     elif p["mask_heads"] not in (1, H):
@@ -233,7 +228,7 @@ def check_case(p: Mapping):
     if p["dropout"] >= 1:
         return "dropout", f"a drop probability of {p['dropout']} keeps nothing (below 1)"
     if p["packing"] == "none":
-        return _no_effect(p, "segments", 'with packing = "none"')
+        return PARAMS.no_effect(p, "segments", 'with packing = "none"')
     if Tq != Tk:
         return "packing", f"packed rows need seq_q == seq_k, got {Tq} and {Tk}"
     if p["segments"] > Tq:

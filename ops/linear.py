@@ -127,11 +127,6 @@ def fuzz_bounds(p: Mapping, device: str):
     return None
 
 
-def _no_effect(p: Mapping, name: str, without: str):
-    if p[name] != PARAMS.by_name[name].default:
-        return name, f"has no effect {without}"
-    return None
-
 
 def _shapes_disagree(p: Mapping):
     """A tensor shape a case gives that contradicts m, n, k (or another given shape)."""
@@ -164,12 +159,12 @@ def check_case(p: Mapping):
     if found:
         return found
     if p["activation"] != "gelu":
-        found = _no_effect(p, "approximate", "without activation = \"gelu\"")
+        found = PARAMS.no_effect(p, "approximate", "without activation = \"gelu\"")
         if found:
             return found
     if p["activation"] == "none":
-        return _no_effect(p, "act_at", "without an activation") or \
-            _no_effect(p, "recompute", "without an activation")
+        return PARAMS.no_effect(p, "act_at", "without an activation") or \
+            PARAMS.no_effect(p, "recompute", "without an activation")
     return None
 
 

@@ -29,22 +29,10 @@ from bwd_suite.suite import registry, results  # noqa: E402
 from bwd_suite.suite.errors import SuiteInputError, run_script  # noqa: E402
 from bwd_suite.suite.timing import time_call  # noqa: E402
 
+# the same bare CUDA-event loop as attention's (python puts scripts/ on sys.path)
+from attention_bare_loop import bare_ms as events_ms  # noqa: E402
+
 OURS, UNFUSED, REF = "cublaslt", "torch_unfused", "torch_ref"
-
-
-def events_ms(fn, reps: int, warmup: int = 10) -> float:
-    """The median of `reps` CUDA-event intervals, one call each, no flush."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-          for _ in range(reps)]
-    for a, b in ev:
-        a.record()
-        fn()
-        b.record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in ev)
 
 
 def bare_gemms(params: dict, seed: int, dev: torch.device):

@@ -221,6 +221,13 @@ class ParamSet:
             raise ValueError(f"duplicate parameter names in {names}")
         object.__setattr__(self, "by_name", {p.name: p for p in self.params})
 
+    def no_effect(self, values: Mapping, name: str, without: str) -> Optional[tuple]:
+        """(name, "has no effect <without>") when `name` is set off its default, for an
+        op's check_case to refuse a key that would do nothing (else None)."""
+        if values[name] != self.by_name[name].default:
+            return name, f"has no effect {without}"
+        return None
+
     def defaults(self) -> dict:
         # copies: a case that changed a list default must not change every other case
         return {p.name: copy.deepcopy(p.default) for p in self.params}

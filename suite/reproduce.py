@@ -105,13 +105,7 @@ def rerun_command(row, **columns) -> Optional[str]:
         words += ["--cases", cases]
     words += ["--case", f"{case_id}$",
               "--impl", impl_arg(op, impl, _text(row, "impl_origin", columns))]
-    device = _text(row, "device", columns)
-    if device:
-        words += ["--device", device]
-    tags = _value(row, "tags", columns)
-    profile = profile_of(_text(row, "profile", columns), [] if tags is None else tags)
-    if profile:
-        words += ["--profile", profile]
+    words += _device_and_profile(row, columns)
     repeats = _value(row, "det_repeats", columns)
     if repeats and int(repeats) != DEFAULT_REPEATS:
         words += ["--repeats", str(int(repeats))]
@@ -119,6 +113,19 @@ def rerun_command(row, **columns) -> Optional[str]:
             and not _text(row, "timing_method", columns):
         words.append("--no-timing")
     return shlex.join(words)
+
+
+def _device_and_profile(row, columns: Mapping) -> list:
+    """`--device D --profile P` as the row recorded them (each only where known)."""
+    words = []
+    device = _text(row, "device", columns)
+    if device:
+        words += ["--device", device]
+    tags = _value(row, "tags", columns)
+    profile = profile_of(_text(row, "profile", columns), [] if tags is None else tags)
+    if profile:
+        words += ["--profile", profile]
+    return words
 
 
 def _step_command(row, case_id: str, impl: str, recorded: str, columns: Mapping) -> str:
@@ -130,13 +137,7 @@ def _step_command(row, case_id: str, impl: str, recorded: str, columns: Mapping)
         words += ["--cases", cases]
     words += ["--scenario", case_id.rpartition("/")[0] + "$", "--impl",
               _text(row, "impl_origin", columns) or impl]
-    device = _text(row, "device", columns)
-    if device:
-        words += ["--device", device]
-    tags = _value(row, "tags", columns)
-    profile = profile_of(_text(row, "profile", columns), [] if tags is None else tags)
-    if profile:
-        words += ["--profile", profile]
+    words += _device_and_profile(row, columns)
     return shlex.join(words)
 
 

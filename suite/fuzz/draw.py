@@ -119,10 +119,9 @@ def refusal(spec, impl, params: Mapping, device_type: str) -> Optional[tuple]:
     return None
 
 
-def _feature(spec, params: Mapping, rng: random.Random) -> str:
+def _feature(spec, params: Mapping, rng: random.Random, axis_names: set) -> str:
     """A parameter off its default, not a size axis, picked at random: the one reset when
     the implementation does not support a combination (its reason names no parameter)."""
-    axis_names = {p.name for p in axes(spec)}
     off = [p.name for p in spec.params.params
            if p.name not in axis_names and params[p.name] != p.default]
     return rng.choice(off) if off else ""
@@ -156,7 +155,8 @@ def draw_cases(spec, impl, device_type: str, seed: int, size: SizeProfile,
             kind, reason = bad
             setattr(stats, kind, getattr(stats, kind) + 1)
             stats.note(reason)
-            key = reason.split(":")[0] if kind != "unsupported" else _feature(spec, params, rng)
+            key = reason.split(":")[0] if kind != "unsupported" \
+                else _feature(spec, params, rng, axis_names)
             # a size axis is not reset: its default could break the size profile
             if key not in spec.params.by_name \
                     or key in axis_names or params[key] == spec.params.by_name[key].default:

@@ -173,17 +173,23 @@ def page_colours(html: str) -> dict:
     return seen
 
 
-def test_same_name_same_colour_on_pages_with_other_implementations(perf):  # noqa: F811
-    first, second, other = colliding_names()
+def two_pages(perf, first, other):  # noqa: F811
+    """Two rendered pages with different sets of implementations: the perf run plus
+    `first` and `other`; then torch_ref, `first`, `other`, FIXED names and, in its
+    baseline only, a name seen nowhere else (no torch_tiled)."""
     page_a = render.render(render.build(pd.concat(
         [perf, with_impls(perf, {first: 0.5, other: 0.7})], ignore_index=True)))
-    # another set: a name seen only in the baseline, FIXED names, and no torch_tiled
     current = pd.concat([perf[perf.impl == "torch_ref"],
                          with_impls(perf, {first: 0.5, other: 0.7, "dao": 0.3, "liger": 2})],
                         ignore_index=True)
     baseline = pd.concat([current, with_impls(perf, {"zz_only_before": 1.5})],
                          ignore_index=True)
-    page_b = render.render(render.build(current, baseline))
+    return page_a, render.render(render.build(current, baseline))
+
+
+def test_same_name_same_colour_on_pages_with_other_implementations(perf):  # noqa: F811
+    first, second, other = colliding_names()
+    page_a, page_b = two_pages(perf, first, other)
     a, b = page_colours(page_a), page_colours(page_b)
     for seen in (a, b):
         assert all(len(c) == 1 for c in seen.values()), seen  # one colour per name

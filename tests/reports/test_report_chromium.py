@@ -263,16 +263,9 @@ def test_same_implementation_painted_the_same_colour_on_two_pages(perf, tmp_path
     """Two pages with different sets of implementations (one has a name seen only in its
     baseline and drops torch_tiled): each name is painted one colour, no two names share
     one on a page, and a name on both pages has the same colour on both."""
-    from tests.reports.test_charts import colliding_names, with_impls
+    from tests.reports.test_charts import colliding_names, two_pages
     first, _, other = colliding_names()
-    page_a = render.render(render.build(pd.concat(
-        [perf, with_impls(perf, {first: 0.5, other: 0.7})], ignore_index=True)))
-    current = pd.concat([perf[perf.impl == "torch_ref"],
-                         with_impls(perf, {first: 0.5, other: 0.7, "dao": 0.3, "liger": 2})],
-                        ignore_index=True)
-    baseline = pd.concat([current, with_impls(perf, {"zz_only_before": 1.5})],
-                         ignore_index=True)
-    page_b = render.render(render.build(current, baseline))
+    page_a, page_b = two_pages(perf, first, other)
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
     a, b = painted_colours(page_a, tmp_path / "a"), painted_colours(page_b, tmp_path / "b")
     for seen in (a, b):
