@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # One device call for the training-step scenarios (docs/step.md), in steps bounded so the call
 # ends by DEADLINE seconds (default 470: under 8 minutes with the machine's start):
-#   build   our CUDA extensions (conv1d, LayerNorm, cross entropy, AdamW), in the background
+#   build   our CUDA extensions (conv1d, LayerNorm, cross entropy, AdamW, linear), in the
+#           background
 #   ci      the ci scenarios (tiny models, every check) under eager PyTorch and our kernels:
 #           the CUDA paths of every check, in seconds
 #   eager   the gpu scenarios (a 124M-parameter Mamba-style model and GPT-2 small at
 #           sequence 2048, bf16 with fp32 masters) under eager PyTorch: every check against
 #           float64, then the plain, checkpointed and offloaded step timed, counted and
 #           ledgered
-#   ours    the same with our kernels (attention stays eager: the suite has no kernel of its
-#           own for it yet; linear is PyTorch's until its op lands)
+#   ours    the same with our kernels (linear: cuBLASLt with its epilogues; attention stays
+#           eager: the suite has no kernel of its own for it)
 #   report  one HTML page of both, and the tables for BENCHMARKS.md (scripts/step_summary.py)
 #   device run: [DEADLINE=470] [STEPS="ci eager ours"] [TIMED=3] bash scripts/gpu_step.sh
 # Out: $OUT/step.log (everything printed), $OUT/*.parquet, $OUT/step.html, $OUT/summary.md,
@@ -26,7 +27,7 @@ lim() { local l=$(( deadline - (SECONDS - start) - 20 )); [ $l -lt 1 ] && l=1; [
 main() {
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
-for op in causal_conv1d layer_norm cross_entropy adamw; do
+for op in causal_conv1d layer_norm cross_entropy adamw linear; do
   MAX_JOBS=4 python3 -m bwd_suite prebuild --op "$op" > "$OUT/prebuild_$op.log" 2>&1 &
 done
 if has ci; then

@@ -4,10 +4,10 @@ launch (Nsight Compute on the GPU machine):
     ncu --clock-control none -k regex:piped --launch-skip 2 --launch-count 1 \\
         python3 scripts/ncu_case.py --op layer_norm --impl cuda --case M16384-N4096-bf16
 
---case takes any part of a case id (the first match in cases/ wins; `python -m bwd_suite list
---op OP --ids` shows ids); the inputs are the case's own (seeded, its dtype and layout), the
-outputs allocated once outside the launches, as the suite times them. No golden is
-computed and nothing is checked: correctness is the suite's job.
+--case takes any part of a case id (the first match in cases/ wins, one that ends with it
+first; `python -m bwd_suite list --op OP --ids` shows ids); the inputs are the case's own
+(seeded, its dtype and layout), the outputs allocated once outside the launches, as the
+suite times them. No golden is computed and nothing is checked: correctness is the suite's job.
 
 --timeline (CUDA) times the call as the suite does (suite.timing.time_call: L2 flush, one
 spin holding the GPU while the samples are enqueued, CUDA events around the call; the
@@ -120,6 +120,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     spec = registry.op(a.op, where="--op")
     cases = [c for c in load_cases(op=a.op) if a.case in c.id]
+    # an id that is also the prefix of another ("...-tanh" and "...-tanh-actin") is its own
+    cases = [c for c in cases if c.id.endswith(a.case)] or cases
     if not cases:
         raise SuiteInputError("--case", f"no {a.op} case id contains {a.case!r}")
     impls = {i.name: i for i in registry.implementations(a.op)}
