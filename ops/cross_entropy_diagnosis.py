@@ -1,42 +1,50 @@
 """What the cross_entropy op's outputs and features mean to the failure diagnosis.
 
 dlogits has the axes (token, class), loss (token,) for reduction none and none for mean
-and sum. No fixed regions: the period search of `suite/diagnosis/` finds where along
-the tokens and classes the wrong elements sit. This module adds the reference terms, the
-case features, the causes and the rules.
+and sum. One region: the rows whose lse lies beyond exp's fp32 range, where an lse
+without the row max overflows or underflows; otherwise the period search of
+`suite/diagnosis/` finds where along the tokens and classes the wrong elements sit. This
+module adds the reference terms, the case features, the causes and the rules.
 
-Terms come from a float64 evaluation of the op (`_trainer`: the formulas of
-`golden.cross_entropy` per implementation call, inside the trainer's loop of
+Terms come from a float64 evaluation of the op (ops/cross_entropy_stories.py: the
+formulas of `golden.cross_entropy` per implementation call, inside the trainer's loop of
 `ops.cross_entropy.invoke` for accumulation) under one changed hypothesis each, minus the
 same evaluation without it: the mean over every token instead of the non-ignored ones,
-the labels not shifted, the flat batch shifted across sequence boundaries, ignored tokens
-given their softmax p as gradient, the smoothing spread over V - 1 classes, the z-loss
-gradient left out, the softcap derivative left out, the lse rounded to the logits dtype.
-Each says "error = +1.00 x term" when its hypothesis is the bug. NaN where a mean is over
-zero tokens has no term (no fit of NaN says anything): the rule reads the non-finite
-outputs and the case feature.
+the mean's count taken on the labels before the shift, the labels not shifted, the flat
+batch shifted across sequence boundaries, the labels shifted on a (seq_len, batch) view,
+ignored tokens given their softmax p as gradient, labels tested against -100 instead of
+the ignore_index attribute, the smoothing spread over V - 1 classes, the z-loss gradient
+left out, the softcap derivative left out, the softcap's factor c left out, the upstream
+gradient of reduction none read as its first element, the lse rounded to the logits
+dtype. Each says "error = +1.00 x term" when its hypothesis is the bug. Non-finite
+outputs have no term (no fit of NaN says anything): NaN where a mean is over zero tokens,
+and inf or NaN only in the rows beyond exp's range (an lse without the max), are read
+from the non-finite outputs with the case feature or the region.
 
-Which outputs are wrong is evidence too: the z-loss gradient, the softcap derivative
-and a gradient on ignored tokens leave the loss right.
+Which outputs are wrong is evidence too: the z-loss gradient, the softcap derivative,
+a gradient on ignored tokens and the upstream gradient of reduction none leave the loss
+right.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Mapping
 
 import torch
 
 from bwd_suite.golden import cross_entropy as golden
 from bwd_suite.ops.cross_entropy_causes import Cause
-from bwd_suite.ops.cross_entropy_labels import aligned, constant_target, scored
+from bwd_suite.ops.cross_entropy_labels import constant_target, scored
+from bwd_suite.ops.cross_entropy_stories import (DEFAULT_IGNORE_INDEX, MAX_TERM_ELEMENTS,
+                                                 OUTPUTS, terms)
 from bwd_suite.suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, Evidence, Feature,
-                                       Hypotheses, Rule, Term, generic_causes, ordered,
+                                       Hypotheses, Region, Rule, generic_causes, ordered,
                                        precision_rule)
-from bwd_suite.suite.inputs import DTYPES
 
-OUTPUTS = ("loss", "dlogits")
-# the terms cost about ten float64 evaluations of the op: left out beyond this size
-MAX_TERM_ELEMENTS = 1 << 24
+# ln of fp32's smallest subnormal and of its largest value: sum_j exp(x_j) underflows to 0
+# or overflows to inf outside, without the row max subtracted first
+EXP_RANGE = (-103.28, 88.72)
 
 
 # ---------------------------------------------------------------- case features
@@ -51,6 +59,15 @@ def _calls(p: Mapping) -> tuple:
     return red, p["batch"] // k
 
 
+def _largest_lse(p: Mapping) -> float:
+    """About the largest |lse| of a row the case's logits reach (6 standard deviations;
+    an lse below -103 is beyond 88 in size too)."""
+    big = abs(p["logit_mean"]) + 6 * p["logit_scale"]
+    if p["softcap"]:
+        big = min(big, p["softcap"])
+    return big + math.log(max(p["vocab"], 1))
+
+
 def case_features(p: Mapping) -> dict:
     keep = scored(p)
     V = p["vocab"]
@@ -63,6 +80,7 @@ def case_features(p: Mapping) -> dict:
     # some call's mean has ignored tokens and at least one scored one
     mean_ignored = red == "mean" and (drawn and bool(keep.any()) or any(
         bool(c.any()) and not bool(c.all()) for c in calls))
+    cap = p["softcap"]
     return {
         "low_precision": p["dtype"] != "float32",
         "shift": bool(p["shift"]),
@@ -72,7 +90,11 @@ def case_features(p: Mapping) -> dict:
         "empty_mean": red == "mean" and any(not bool(c.any()) for c in calls),
         "smoothing": p["label_smoothing"] > 0 and V > 1,
         "z_loss": p["z_loss"] > 0,
-        "softcap": p["softcap"] > 0,
+        "softcap": cap > 0,
+        "softcap_not_one": cap > 0 and cap != 1,
+        "ignore_index_set": ignored and p["ignore_index"] != DEFAULT_IGNORE_INDEX,
+        "none_multi": red == "none" and p["seq"] * per_call >= 2,
+        "far_logits": _largest_lse(p) > EXP_RANGE[1],
         "accumulation": k > 1,
         "vocab": V,
         "logit_scale": p["logit_scale"],
@@ -91,6 +113,12 @@ FEATURES = (
     Feature("smoothing", "with label smoothing"),
     Feature("z_loss", "with z-loss"),
     Feature("softcap", "with a softcap"),
+    Feature("softcap_not_one", "with a softcap other than 1", implies=("softcap",)),
+    Feature("ignore_index_set", "with labels ignored at an ignore_index other than -100",
+            implies=("ignored",)),
+    Feature("none_multi", "with reduction none over two or more tokens per call"),
+    Feature("far_logits", "with logits beyond exp's fp32 range (an lse above 88 or below "
+            "-103)"),
     Feature("accumulation", "with gradient accumulation"),
     Feature("vocab", "the vocabulary size", numeric=True),
     Feature("logit_scale", "the logit scale", numeric=True),
@@ -105,119 +133,21 @@ def shapes(p: Mapping) -> dict:
 
 
 def regions(p: Mapping, t: Mapping, output: str, shape: tuple) -> list:
-    """No fixed regions: the period search along tokens and classes finds them."""
-    return []
-
-
-# ---------------------------------------------------------------- terms
-
-def _align(targets, shift, seq_len, ignore_index, hyp):
-    out = torch.full_like(targets, ignore_index)
-    if not shift or hyp == "shift_missing":
-        return targets.clone()
-    if hyp == "shift_crosses":
-        out[:-1] = targets[1:]
-        return out
-    t, o = targets.reshape(-1, seq_len), out.reshape(-1, seq_len)
-    o[:, :-1] = t[:, 1:]
-    return out
-
-
-def _call(x, targets, g, a: Mapping, hyp, dtype):
-    """One implementation call in float64 under hypothesis `hyp` (None: the op)."""
-    N, V = x.shape
-    y = _align(targets, a["shift"], a["seq_len"], a["ignore_index"], hyp)
-    valid = y != a["ignore_index"]
-    c, eps, z = a["softcap"], a["label_smoothing"], a["z_loss"]
+    """The rows whose lse lies beyond exp's fp32 range (`EXP_RANGE`): there a sum of exp
+    taken without the row max overflows to inf or underflows to 0 (in float64 too, past
+    709 or -745: a subset). Else no fixed regions: the period search along tokens and
+    classes finds them."""
+    x = t["logits"]
+    if output not in AXES or x.numel() > MAX_TERM_ELEMENTS or not x.shape[1]:
+        return []
+    c = p["softcap"]
     xc = c * torch.tanh(x / c) if c else x
-    m = xc.max(dim=1, keepdim=True).values if V else xc.new_zeros(N, 1)
-    lse = m.squeeze(1) + (xc - m).exp().sum(dim=1).log()
-    if hyp == "lse_rounded":
-        lse = lse.to(dtype).to(torch.float64)
-    p = (xc - lse[:, None]).exp()
-    onehot = torch.zeros_like(x).scatter_(1, torch.where(valid, y, 0)[:, None], 1.0)
-    smooth = (1 - onehot) / (V - 1) if hyp == "smoothing_v_minus_1" and V > 1 else \
-        torch.full_like(x, 1.0 / V)
-    loss = (1 - eps) * (lse - (xc * onehot).sum(1)) + eps * (lse - (smooth * xc).sum(1)) + \
-        z * lse * lse
-    zg = 0.0 if hyp == "z_loss_grad_missing" else 2 * z * lse[:, None]
-    grad = p * (1 + zg) - (1 - eps) * onehot - eps * smooth
-    grad = torch.where(valid[:, None], grad, p if hyp == "ignored_grad" else 0.0)
-    if c and hyp != "softcap_derivative_missing":
-        grad = grad / torch.cosh(x / c).square()
-    loss = torch.where(valid, loss, 0.0)
-    if a["reduction"] == "none":
-        return loss, g[:, None] * grad
-    w = 1.0
-    if a["reduction"] == "mean":
-        w = 1.0 / (N if hyp == "mean_all_tokens" else max(int(valid.sum()), 1))
-    return (w * loss).sum(), (g * w) * grad
-
-
-def _trainer(t: Mapping, a: Mapping, p: Mapping, hyp=None) -> dict:
-    """{loss, dlogits} of the case in float64 under `hyp`, the trainer's loop of
-    `ops.cross_entropy.invoke` around the calls."""
-    x, y, g = t["logits"], t["targets"], t["grad_loss"]
-    dtype = DTYPES[p["dtype"]]
-    k = p["accumulation"]
-    if k == 1:
-        loss, d = _call(x, y, g, a, hyp, dtype)
-        return {"loss": loss, "dlogits": d}
-    red = a["reduction"]
-    if red == "mean" and p["normalize"] == "global_tokens":
-        scored = aligned(y, a["shift"], a["seq_len"], a["ignore_index"])
-        div = max(int((scored != a["ignore_index"]).sum()), 1)
-        ca, cg = dict(a, reduction="sum"), g / div
-    elif red == "mean":
-        ca, cg, div = a, g / k, k
-    else:
-        ca, cg, div = a, g, 1
-    rows = x.shape[0] // k
-    losses, grads = [], []
-    for i in range(k):
-        s = slice(i * rows, (i + 1) * rows)
-        loss, d = _call(x[s], y[s], cg[s] if red == "none" else cg, ca, hyp, dtype)
-        losses.append(loss)
-        grads.append(d)
-    loss = torch.cat(losses) if red == "none" else torch.stack(losses).sum() / div
-    return {"loss": loss, "dlogits": torch.cat(grads)}
-
-
-# (hypothesis, words, applies to the case's attributes and parameters)
-HYPOTHESES = (
-    ("mean_all_tokens", "the mean over every token, ignored ones included",
-     lambda a, p: a["reduction"] == "mean"),
-    ("shift_missing", "the loss on labels not shifted", lambda a, p: a["shift"]),
-    ("shift_crosses", "the loss on the flat batch shifted across sequences",
-     lambda a, p: a["shift"]),
-    ("ignored_grad", "the softmax p as the gradient of ignored tokens", lambda a, p: True),
-    ("smoothing_v_minus_1", "the smoothing spread over V - 1 classes",
-     lambda a, p: a["label_smoothing"] > 0 and p["vocab"] > 1),
-    ("z_loss_grad_missing", "dlogits without the z-loss gradient 2 z lse p",
-     lambda a, p: a["z_loss"] > 0),
-    ("softcap_derivative_missing", "dlogits without the softcap derivative 1 - tanh^2",
-     lambda a, p: a["softcap"] > 0),
-    # fp32 too: at logit scale 100 an fp32 lse leaves p - 1 of near one-hot rows beyond
-    # the tolerance (torch's fp32 log-softmax backward keeps those digits)
-    ("lse_rounded", "the lse rounded to the logits dtype", lambda a, p: True),
-)
-
-
-def terms(p: Mapping, t: Mapping, attrs: Mapping, ev: Evidence) -> dict:
-    """Each applicable hypothesis minus the op, for every wrong (finite) output."""
-    wrong = [o for o in OUTPUTS if o in ev.wrong]
-    found = {o: [] for o in wrong}
-    if not wrong or t["logits"].numel() > MAX_TERM_ELEMENTS:
-        return found
-    a = {k: v for k, v in attrs.items() if k not in ("accumulation", "normalize")}
-    base = _trainer(t, a, p)
-    for hyp, doc, applies in HYPOTHESES:
-        if not applies(a, p):
-            continue
-        h = _trainer(t, a, p, hyp)
-        for o in wrong:
-            found[o].append(Term(hyp, doc, h[o] - base[o]))
-    return found
+    lse = torch.logsumexp(xc, dim=1)
+    far = (lse > EXP_RANGE[1]) | (lse < EXP_RANGE[0])
+    if not bool(far.any()):
+        return []
+    mask = far[:, None] if output == "dlogits" else far if len(shape) else far.any()
+    return [Region("exp_range", "in the rows whose lse lies beyond exp's fp32 range", mask)]
 
 
 # ---------------------------------------------------------------- causes and rules
@@ -234,6 +164,12 @@ def _fits(e: Evidence, family: str, loss_right: bool = False) -> bool:
 
 def _nan_on_empty_mean(e: Evidence) -> bool:
     return e.f("empty_mean") and any(o in e.nonfinite for o in OUTPUTS)
+
+
+def _nonfinite_beyond_exp(e: Evidence) -> bool:
+    """Some output inf or NaN, and every wrong output wrong only in the rows whose lse
+    lies beyond exp's range: what a sum of exp without the max subtracted gives."""
+    return bool(e.nonfinite) and all(e.at(o, "exp_range") is not None for o in e.wrong)
 
 
 C = Cause
@@ -266,6 +202,28 @@ CAUSES = (
     CauseSpec(C.LSE_PRECISION, "lse rounded to the logits dtype",
               "accumulate and keep the lse in fp32: p and the loss come from it",
               requires=lambda f: f["low_precision"] or f["logit_scale"] >= 100),
+    CauseSpec(C.SOFTCAP_FACTOR, "softcap without its factor c (tanh(x / c) as the capped "
+              "logits)", "the capped logits are c tanh(x / c), in the loss and the "
+              "gradient; their derivative 1 - tanh^2(x / c) is not divided by c",
+              requires=lambda f: f["softcap_not_one"]),
+    CauseSpec(C.IGNORE_INDEX_DEFAULT, "labels tested against -100 (PyTorch's default), not "
+              "the ignore_index attribute", "the ignored test and the shift's fill use the "
+              "case's ignore_index, which may be a class id",
+              requires=lambda f: f["ignore_index_set"]),
+    CauseSpec(C.MEAN_COUNT_UNSHIFTED, "the mean's token count taken before the label "
+              "shift", "with shift, the mean divides by the count of the labels scored "
+              "(after the shift), not of the labels as given",
+              requires=lambda f: f["shift"] and f["mean_ignored"]),
+    CauseSpec(C.NONE_GRAD_FIRST, "the upstream gradient of reduction none read as one "
+              "number (its first element for every row)", "with reduction none, row i of "
+              "dlogits is scaled by grad_loss[i]", requires=lambda f: f["none_multi"]),
+    CauseSpec(C.SHIFT_TIME_MAJOR, "labels shifted along the wrong axis (a (seq_len, "
+              "batch) view of the flat labels)", "the flat labels are (batch, seq_len), "
+              "sequence-major: shift along seq_len within each sequence",
+              requires=lambda f: f["shift_multi_seq"]),
+    CauseSpec(C.LSE_OVERFLOW, "lse without the max subtraction (exp overflows or "
+              "underflows)", "lse = max + log sum exp(x - max): without the row max, "
+              "exp of far logits is inf or 0", requires=lambda f: f["far_logits"]),
 ) + generic_causes(precision=lambda f: f["low_precision"])
 
 # ---------------------------------------------------------------- checked hypotheses
@@ -305,14 +263,20 @@ CAUSES += CHECKED.causes
 # holds.
 RULES = (
     Rule(C.EMPTY_MEAN_NAN, _nan_on_empty_mean),
+    Rule(C.LSE_OVERFLOW, _nonfinite_beyond_exp),
     Rule(C.SHIFT_CROSSES, lambda e: _fits(e, "shift_crosses")),
     Rule(C.SHIFT_MISSING, lambda e: _fits(e, "shift_missing")),
+    Rule(C.SHIFT_TIME_MAJOR, lambda e: _fits(e, "shift_time_major")),
     Rule(C.IGNORED_GRADIENT, lambda e: _fits(e, "ignored_grad", loss_right=True)),
     Rule(C.Z_LOSS_GRADIENT, lambda e: _fits(e, "z_loss_grad_missing", loss_right=True)),
     Rule(C.SOFTCAP_DERIVATIVE,
          lambda e: _fits(e, "softcap_derivative_missing", loss_right=True)),
+    Rule(C.SOFTCAP_FACTOR, lambda e: _fits(e, "softcap_without_factor")),
     Rule(C.SMOOTHING_V_MINUS_1, lambda e: _fits(e, "smoothing_v_minus_1")),
     Rule(C.MEAN_COUNTS_IGNORED, lambda e: _fits(e, "mean_all_tokens")),
+    Rule(C.MEAN_COUNT_UNSHIFTED, lambda e: _fits(e, "mean_count_unshifted")),
+    Rule(C.IGNORE_INDEX_DEFAULT, lambda e: _fits(e, "ignore_index_default")),
+    Rule(C.NONE_GRAD_FIRST, lambda e: _fits(e, "none_grad_first", loss_right=True)),
     Rule(C.LSE_PRECISION, lambda e: _fits(e, "lse_rounded")),
 )
 RULES = ordered(RULES, CHECKED.rules, (precision_rule("low_precision"),) + GENERIC_RULES)

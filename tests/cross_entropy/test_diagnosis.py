@@ -8,6 +8,7 @@ from types import MappingProxyType
 import pytest
 import torch
 
+from bwd_suite.golden import cross_entropy as golden
 from bwd_suite.kernels.mutants import cross_entropy as zoo
 from bwd_suite.ops import cross_entropy_diagnosis as diag
 from bwd_suite.suite import registry
@@ -94,6 +95,12 @@ TITLES = {
     "softcap_derivative_missing": "softcap derivative missing",
     "empty_mean_nan": "NaN on an all-ignored mean",
     "lse_precision": "lse rounded to the logits dtype",
+    "softcap_factor_missing": "softcap without its factor c",
+    "ignore_index_default": "labels tested against -100",
+    "mean_count_before_shift": "the mean's token count taken before the label shift",
+    "none_grad_first": "the upstream gradient of reduction none read as one number",
+    "shift_time_major": "labels shifted along the wrong axis",
+    "lse_overflow": "lse without the max subtraction",
 }
 
 
@@ -102,6 +109,8 @@ def test_every_bug_of_the_zoo_is_planted_here():
     assert {f.mutant.bug: f.planted_cause for f in zoo.ALL} == \
         {b: cause for b, _, cause, _, _ in PLANTED}
     assert set(TITLES) == {c.value for c in diag.Cause}
+    assert {cause for _, cause, _ in BUILT} | {cause for _, _, cause, *_ in PLANTED} == \
+        set(TITLES)
 
 
 @pytest.mark.parametrize("b, kw, cause, words, outputs", PLANTED,
@@ -176,3 +185,104 @@ def test_the_op_carries_the_diagnosis_with_every_generic_cause():
 
     assert SPEC.diagnosis is diag.SPEC
     assert {g.value for g in Generic} <= {c.cause.value for c in diag.SPEC.causes}
+
+
+# ---------------------------------------------------------------- bugs outside the zoo
+# The mechanisms of the frozen ports (tests/data/ports/cross_entropy/) that the zoo does
+# not plant, each built here from the golden with its perturbation: the item names its
+# cause, and the same implementation passes where the bug cannot show.
+
+def _store(out, res):
+    out["loss"].copy_(res["loss"])
+    out["dlogits"].copy_(res["dlogits"])
+
+
+def golden_with(**taken):
+    """The golden with some attributes taken otherwise than the case says."""
+    def fn(*, logits, targets, grad_loss, out, **attrs):
+        _store(out, golden.cross_entropy(logits, targets, grad_loss, **{**attrs, **taken}))
+    return fn
+
+
+def softcap_without_factor(*, logits, targets, grad_loss, softcap, out, **attrs):
+    """tanh(x / c) as the capped logits: the golden of those, chained with their
+    derivative sech^2(x / c) / c."""
+    x = logits.double()
+    res = golden.cross_entropy(torch.tanh(x / softcap), targets, grad_loss, softcap=0.0,
+                               **attrs)
+    res["dlogits"] = res["dlogits"] / torch.cosh(x / softcap).square() / softcap
+    _store(out, res)
+
+
+def mean_count_before_shift(*, logits, targets, grad_loss, ignore_index, out, **attrs):
+    """The sum divided by the count of the labels as given, before the shift."""
+    res = golden.cross_entropy(logits, targets, grad_loss, ignore_index=ignore_index,
+                               **{**attrs, "reduction": "sum"})
+    count = int((targets != ignore_index).sum())
+    _store(out, {k: v / count for k, v in res.items()})
+
+
+def none_grad_first(*, logits, targets, grad_loss, out, **attrs):
+    """Every row's upstream gradient read as grad_loss[0]."""
+    up = grad_loss.reshape(-1)[0].expand_as(grad_loss)
+    _store(out, golden.cross_entropy(logits, targets, up, **attrs))
+
+
+def shift_time_major(*, logits, targets, grad_loss, ignore_index, seq_len, out, **attrs):
+    """The labels shifted on a (seq_len, batch) view of the flat labels."""
+    t = targets.reshape(seq_len, -1)
+    s = torch.full_like(t, ignore_index)
+    s[:-1] = t[1:]
+    _store(out, golden.cross_entropy(logits, s.reshape(-1), grad_loss,
+                                     ignore_index=ignore_index, seq_len=seq_len,
+                                     **{**attrs, "shift": False}))
+
+
+def lse_without_max(*, logits, targets, grad_loss, reduction, ignore_index, out, **_):
+    """log(sum(exp(x))) in float64 without the row max, plain mean cross entropy."""
+    x = logits.double()
+    lse = x.exp().sum(1).log()
+    valid = targets != ignore_index
+    y = torch.where(valid, targets, 0)
+    grad = (x - lse[:, None]).exp()
+    grad[torch.arange(x.shape[0]), y] -= 1
+    loss = torch.where(valid, lse - x.gather(1, y[:, None])[:, 0], 0.0)
+    a = 1.0 / max(int(valid.sum()), 1)
+    out["loss"].copy_(loss.sum() * a)
+    out["dlogits"].copy_(grad * valid[:, None] * (grad_loss * a))
+
+
+# (implementation, cause, case parameters where it shows)
+BUILT = [
+    (softcap_without_factor, "softcap_factor_missing", {"softcap": 30.0}),
+    (golden_with(ignore_index=-100), "ignore_index_default",
+     {"ignore_index": 2, "mask": "prompt"}),
+    # padding: the count before the shift is not the count of every token either
+    (mean_count_before_shift, "mean_count_before_shift",
+     {"shift": True, "mask": "padding_right"}),
+    (none_grad_first, "none_grad_first", {"reduction": "none"}),
+    (shift_time_major, "shift_time_major", {"shift": True, "reduction": "sum"}),
+    (lse_without_max, "lse_overflow", {"logit_mean": 1000.0}),
+    (lse_without_max, "lse_overflow", {"logit_mean": -1000.0}),
+]
+
+
+@pytest.mark.parametrize("fn, cause, kw", BUILT,
+                         ids=[f"{c}-{'-'.join(map(str, k.values()))}" for _, c, k in BUILT])
+def test_a_bug_outside_the_zoo_is_named_by_its_item(fn, cause, kw):
+    row = run(fn, **kw)
+    assert row.verdict == "fail"
+    assert row.diagnosis_cause == cause, row.diagnosis
+    assert row.diagnosis.startswith(f"likely {TITLES[cause]}"), row.diagnosis
+
+
+@pytest.mark.parametrize("fn, kw", [
+    (softcap_without_factor, {"softcap": 1.0}),  # c = 1: the factor is 1
+    (golden_with(ignore_index=-100), {"mask": "prompt"}),
+    (mean_count_before_shift, {"mask": "padding_right"}),
+    (none_grad_first, {"reduction": "sum"}),
+    (shift_time_major, {"shift": True, "batch": 1}),
+    (lse_without_max, {"logit_mean": 50.0}),  # exp(60) is finite in float64
+], ids=lambda v: getattr(v, "__name__", None) or "-".join(f"{k}={x}" for k, x in v.items()))
+def test_a_bug_outside_the_zoo_cannot_show_without_its_feature(fn, kw):
+    assert run(fn, **kw).verdict == "pass"
