@@ -194,8 +194,13 @@ def test_a_port_bug_without_a_mutant_is_named_by_its_story(switch, params, cause
     assert diagnose_run([row])[0].cause == cause
 
 
-def test_the_port_stories_stay_silent_where_their_bug_cannot_show():
-    # one tensor: its own norm is the list's; no loss scale: the norms agree
+def test_the_port_stories_are_tested_only_where_they_differ_from_the_golden():
+    # one tensor: its own norm is the list's; no loss scale: the two norms agree; no
+    # maximize: nothing to negate
     assert run(port(clip_per_tensor=True), sizes=[130], max_norm=2.0).verdict == "pass"
     assert run(port(norm_scaled=True), max_norm=2.0).verdict == "pass"
-    assert run(port(maximize_on_update=True)).verdict == "pass"
+    row = run(port(decay_after=True), sizes=[130], max_norm=2.0, lr=0.5, weight_decay=0.1)
+    assert row.diagnosis_cause == "decay_after_update", row.diagnosis
+    fitted = {f["term"] for f in row.error_terms}
+    assert "decay_after_update" in fitted
+    assert not fitted & {"clip_per_tensor", "clip_norm_scaled", "maximize_on_update"}
