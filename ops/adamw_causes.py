@@ -20,3 +20,8 @@ class Cause(enum.Enum):
     STEP_PER_TENSOR = "step_per_tensor"
     UNSCALE_MISSING = "unscale_missing"
     AMSGRAD_UNUSED = "amsgrad_unused"
+    DECAY_AFTER_UPDATE = "decay_after_update"
+    CLIP_PER_TENSOR = "clip_per_tensor"
+    CLIP_NORM_SCALED = "clip_norm_scaled"
+    BIAS_CORRECTION_UNROOTED = "bias_correction_unrooted"
+    MAXIMIZE_ON_UPDATE = "maximize_on_update"

@@ -7,16 +7,18 @@ features, the causes and the rules.
 
 Terms come from the float64 golden (`golden.adamw`, cheap) under one changed hypothesis
 each, minus the golden: the bias corrections left out or taken a step late or early, the
-gradients not unscaled, a clip coefficient not capped at 1, amsgrad's max not in the
-denominator, tensor i at step count step + i, and (from a float64 step of its own, for
-what the golden cannot take as changed inputs) weight decay coupled as L2, eps inside the
-square root and the moments rounded to bf16 each step; besides, the update itself (a
-parameter left as it was is -1 x the update). Each says "error = 1 x term" when its
-hypothesis is the bug.
+gradients not unscaled, a clip coefficient not capped at 1, each gradient clipped by its
+own norm, the clip norm taken before the unscale, amsgrad's max not in the denominator,
+tensor i at step count step + i, and (from a float64 step of its own, for what the
+golden cannot take as changed inputs) weight decay coupled as L2 or applied after the
+update, eps inside the square root, sqrt(v) divided by 1 - b2^t unrooted, maximize
+negating the update instead of the gradient and the moments rounded to bf16 each step;
+besides, the update itself (a parameter left as it was is -1 x the update). Each says
+"error = 1 x term" when its hypothesis is the bug.
 
 Which outputs are wrong is evidence too: the bias corrections, eps, amsgrad's
-denominator and the step count touch the parameters only, never the moments; the
-decay coupled as L2, the unscale and the clip reach the moments.
+denominator, the step count and the decay's place touch the parameters only, never the
+moments; the decay coupled as L2, the unscale, the clip and maximize reach the moments.
 """
 
 from __future__ import annotations
@@ -132,10 +134,13 @@ def _per_tensor_step(t: Mapping, attrs: Mapping) -> dict:
 
 def _steps_changed(t: Mapping, attrs: Mapping, *, coupled=False, eps_inside=False,
                    moments_bf16=False, decay_without_lr=False, bc1_missing=False,
-                   bc2_missing=False) -> dict:
+                   bc2_missing=False, decay_after=False, bc2_unrooted=False,
+                   maximize_on_update=False) -> dict:
     """golden.steps_ with weight decay coupled as L2, eps inside the square root, the
-    moments rounded to bf16 each step, the decay not times lr, or one bias correction
-    left out: hypotheses its formulas cannot take as changed inputs."""
+    moments rounded to bf16 each step, the decay not times lr, one bias correction left
+    out, the decay applied after the update, sqrt(v) divided by 1 - b2^t unrooted, or
+    maximize negating the update instead of the gradient: hypotheses its formulas cannot
+    take as changed inputs."""
     a = attrs
     f = lambda xs: None if xs is None else [x.clone() for x in xs]  # noqa: E731
     p = f(t["master"]) if t["master"] is not None else f(t["params"])
@@ -149,10 +154,10 @@ def _steps_changed(t: Mapping, attrs: Mapping, *, coupled=False, eps_inside=Fals
         bc1, bc2 = 1 - b1 ** s, 1 - b2 ** s
         bc1, bc2 = (1.0 if bc1_missing else bc1), (1.0 if bc2_missing else bc2)
         for i in range(len(p)):
-            gi = -g[i] if a["maximize"] else g[i]
+            gi = -g[i] if a["maximize"] and not maximize_on_update else g[i]
             if coupled:
                 gi = gi + wd * p[i]
-            else:
+            elif not decay_after:
                 p[i] = p[i] * (1 - (1 if decay_without_lr else lr) * wd)
             m[i] = b1 * m[i] + (1 - b1) * gi
             v[i] = b2 * v[i] + (1 - b2) * gi * gi
@@ -162,8 +167,11 @@ def _steps_changed(t: Mapping, attrs: Mapping, *, coupled=False, eps_inside=Fals
                 vmax[i] = torch.maximum(vmax[i], v[i])
             vd = vmax[i] if vmax is not None else v[i]
             den = (vd / bc2 + a["eps"]).sqrt() if eps_inside else \
-                vd.sqrt() / math.sqrt(bc2) + a["eps"]
-            p[i] = p[i] - (lr / bc1) * m[i] / den
+                vd.sqrt() / (bc2 if bc2_unrooted else math.sqrt(bc2)) + a["eps"]
+            sign = -1.0 if maximize_on_update and a["maximize"] else 1.0
+            p[i] = p[i] - sign * (lr / bc1) * m[i] / den
+            if decay_after:
+                p[i] = p[i] * (1 - lr * wd)
     out = {"params": p, "exp_avg": m, "exp_avg_sq": v}
     if t["master"] is not None:
         out["master"] = p
@@ -174,6 +182,17 @@ def _steps_changed(t: Mapping, attrs: Mapping, *, coupled=False, eps_inside=Fals
 
 def _minus(a: list, b: list) -> list:
     return [x - y for x, y in zip(a, b)]
+
+
+def _norm(xs: list) -> float:
+    return math.sqrt(sum(float((x * x).sum()) for x in xs))
+
+
+def _clipped(t: Mapping, attrs: Mapping, coefs: list) -> dict:
+    """The golden on the unscaled gradients times coefs[i] (in place of its own clip)."""
+    g, _ = golden.unscale_clip(t["grads"], attrs["loss_scale"], 0.0)
+    return _golden(t, attrs, grads=[x * c for x, c in zip(g, coefs)], loss_scale=1.0,
+                   max_norm=0.0)
 
 
 def terms(p: Mapping, t: Mapping, attrs: Mapping, ev: Evidence) -> dict:
@@ -204,12 +223,19 @@ def terms(p: Mapping, t: Mapping, attrs: Mapping, ev: Evidence) -> dict:
         add("unscale_missing", "the step on gradients not divided by the loss scale",
             _golden(t, attrs, loss_scale=1.0))
     if attrs["max_norm"] > 0:
+        clip, n = attrs["max_norm"], len(t["grads"])
         g, _ = golden.unscale_clip(t["grads"], attrs["loss_scale"], 0.0)
-        norm = math.sqrt(sum(float((x * x).sum()) for x in g))
-        c = attrs["max_norm"] / (norm + 1e-6)
+        c = clip / (_norm(g) + 1e-6)
         if c > 1:
             add("clip_uncapped", "the step with the clip coefficient not capped at 1",
-                _golden(t, attrs, grads=[x * c for x in g], loss_scale=1.0, max_norm=0.0))
+                _clipped(t, attrs, [c] * n))
+        if n > 1:
+            add("clip_per_tensor", "the step with each gradient clipped by its own norm",
+                _clipped(t, attrs, [min(1.0, clip / (_norm([x]) + 1e-6)) for x in g]))
+        if attrs["loss_scale"] != 1:  # the norm of the gradients as they arrive
+            c = min(1.0, clip / (_norm(t["grads"]) + 1e-6))
+            add("clip_norm_scaled", "the step with the clip norm taken of the gradients "
+                "still times the loss scale", _clipped(t, attrs, [c] * n))
     if attrs["amsgrad"]:
         add("amsgrad_unused", "the update with v, not amsgrad's max, in the denominator",
             {o: v for o, v in _golden(t, attrs, amsgrad=False, max_exp_avg_sq=None).items()
@@ -222,6 +248,14 @@ def terms(p: Mapping, t: Mapping, attrs: Mapping, ev: Evidence) -> dict:
             _steps_changed(t, attrs, coupled=True))
     add("eps_in_sqrt", "the update with eps inside the square root",
         _steps_changed(t, attrs, eps_inside=True))
+    add("bc2_unrooted", "the update with sqrt(v) divided by 1 - beta2^t, not by its root",
+        _steps_changed(t, attrs, bc2_unrooted=True))
+    if attrs["weight_decay"] > 0 and attrs["lr"] > 0:
+        add("decay_after_update", "the step with the weight decay applied after the update",
+            _steps_changed(t, attrs, decay_after=True))
+    if attrs["maximize"]:
+        add("maximize_on_update", "the step with maximize negating the update, not the "
+            "gradient", _steps_changed(t, attrs, maximize_on_update=True))
     add("moments_bf16", "the step with the moments rounded to bf16",
         _steps_changed(t, attrs, moments_bf16=True))
     # the update itself: a weight left as it was is -1 x this
@@ -333,6 +367,24 @@ CAUSES = (
     CauseSpec(C.AMSGRAD_UNUSED, "amsgrad's max of v kept but not used",
               "with amsgrad the denominator is sqrt(max_exp_avg_sq), the running max",
               requires=lambda f: f["amsgrad_max"] and f["adam_moves"]),
+    CauseSpec(C.DECAY_AFTER_UPDATE, "weight decay applied after the update",
+              "the decoupled decay scales the weight before the Adam update: p (1 - lr wd) "
+              "- lr u, not (p - lr u) (1 - lr wd)",
+              requires=lambda f: f["decay"] and f["adam_moves"]),
+    CauseSpec(C.CLIP_PER_TENSOR, "each gradient clipped by its own norm, not the list's",
+              "clipping takes one norm over every gradient of the list and scales them all "
+              "by one coefficient", requires=lambda f: f["clip"] and f["multi_tensor"]),
+    CauseSpec(C.CLIP_NORM_SCALED, "clip norm taken of the gradients still times the loss "
+              "scale", "unscale first: the norm is of the gradients divided by the loss "
+              "scale, the ones its coefficient scales",
+              requires=lambda f: f["clip"] and f["scaled"]),
+    CauseSpec(C.BIAS_CORRECTION_UNROOTED, "second bias correction not square-rooted: "
+              "sqrt(v) / (1 - b2^t)", "the denominator is sqrt(v) / sqrt(1 - b2^t) + eps",
+              requires=lambda f: f["adam_moves"]),
+    CauseSpec(C.MAXIMIZE_ON_UPDATE, "maximize negating the update, not the gradient (the "
+              "moments keep the gradient's sign)", "with maximize the gradient is negated "
+              "before it enters the moments; the update keeps its sign",
+              requires=lambda f: f["maximize"] and f["moments_move"]),
 ) + generic_causes(
     tile_offset=lambda f: f["multi_tensor"],
     tile_position=lambda f: f["multi_tensor"],
@@ -350,11 +402,16 @@ RULES = (
          and e.explains("params", "update", -1.0)),
     Rule(C.BIAS_CORRECTION, lambda e: any(_weights(e, f) for f in (
         "bias_correction_missing", "bias_correction_next", "bias_correction_previous"))),
+    Rule(C.BIAS_CORRECTION_UNROOTED, lambda e: _weights(e, "bc2_unrooted")),
     Rule(C.EPS_IN_SQRT, lambda e: _weights(e, "eps_in_sqrt")),
+    Rule(C.DECAY_AFTER_UPDATE, lambda e: _weights(e, "decay_after_update")),
+    Rule(C.MAXIMIZE_ON_UPDATE, lambda e: _moments(e, "maximize_on_update")),
     Rule(C.AMSGRAD_UNUSED, lambda e: e.f("amsgrad") and _weights(e, "amsgrad_unused")),
     Rule(C.STEP_PER_TENSOR, lambda e: _weights(e, "step_per_tensor")),
     Rule(C.COUPLED_DECAY, lambda e: _moments(e, "coupled_l2")),
     Rule(C.CLIP_ABOVE_ONE, lambda e: _moments(e, "clip_uncapped")),
+    Rule(C.CLIP_PER_TENSOR, lambda e: _moments(e, "clip_per_tensor")),
+    Rule(C.CLIP_NORM_SCALED, lambda e: _moments(e, "clip_norm_scaled")),
     Rule(C.UNSCALE_MISSING, lambda e: _moments(e, "unscale_missing")),
     Rule(C.MOMENTS_16BIT, lambda e: _moments(e, "moments_bf16")),
     Rule(C.STEP_PER_TENSOR, _later_tensors),

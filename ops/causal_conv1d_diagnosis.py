@@ -471,16 +471,38 @@ def _golden_terms(p: Mapping, t: Mapping, attrs: Mapping) -> dict:
     return golden.terms(t["x"], t["weight"], t["dout"], **_kw(t, attrs))
 
 
+def _x_other_layout(p: Mapping, x):
+    """x as a kernel sees it that reads its storage as dense in the other layout
+    (channel-last storage as channel-first, or the reverse); None where the storage holds
+    more than x's values (a slice of a wider buffer, a chunk of a longer sequence)."""
+    if p["x_sliced"] or p["chunks"]:
+        return None
+    B, D, L = x.shape
+    if p["layout"] == "channel_last":  # storage (B, L, D) read as (B, D, L)
+        return x.transpose(1, 2).reshape(B, D, L)
+    return x.reshape(B, L, D).transpose(1, 2)  # storage (B, D, L) read as (B, L, D)
+
+
 def _perturbed(p: Mapping, t: Mapping, attrs: Mapping, base: Mapping) -> dict:
     """The gradients with the taps in the other order (convolution against correlation),
-    and with seq_idx ignored."""
+    with seq_idx ignored, with the state slots matched to no sequence (the initial states
+    unseen: the gradients without them, dinitial_states only the dfinal_states pass-
+    through), and with x read in the other layout."""
     if t["x"].numel() > MAX_CHECKED_ELEMENTS:
         return {}
     kw = _kw(t, attrs)
-    found = {"taps_flipped": golden.backward(t["x"], t["weight"].flip(-1), t["dout"], **kw)}
+    x, w, dout = t["x"], t["weight"], t["dout"]
+    found = {"taps_flipped": golden.backward(x, w.flip(-1), dout, **kw)}
     if t["seq_idx"] is not None:
-        found["seq_idx_ignored"] = golden.backward(t["x"], t["weight"], t["dout"],
-                                                   **{**kw, "seq_idx": None})
+        found["seq_idx_ignored"] = golden.backward(x, w, dout, **{**kw, "seq_idx": None})
+        if t["initial_states"] is not None:
+            unseen = golden.backward(x, w, dout, **{**kw, "initial_states": None})
+            unseen["dinitial_states"] = golden.backward(
+                x, w, torch.zeros_like(dout), **kw)["dinitial_states"]
+            found["state_slots_unmatched"] = unseen
+    misread = _x_other_layout(p, x)
+    if misread is not None:
+        found["x_other_layout"] = golden.backward(misread, w, dout, **kw)
     return found
 
 
@@ -492,7 +514,11 @@ CHECKED = Hypotheses(
            "silu": "of SiLU's derivative (the gradient minus the one with g' = g)"},
     golden_terms=_golden_terms,
     attributes={"taps_flipped": "with the filter taps in the other order",
-                "seq_idx_ignored": "with seq_idx ignored (no packed-sequence mask)"},
+                "seq_idx_ignored": "with seq_idx ignored (no packed-sequence mask)",
+                "state_slots_unmatched": "with the initial-state slots matched to no "
+                "sequence (the initial states unseen under seq_idx)",
+                "x_other_layout": "with x's storage read as the other layout (its strides "
+                "ignored)"},
     perturbed=_perturbed)
 CAUSES += CHECKED.causes
 # the rules above first (their words win where they have them), then the checked

@@ -3,6 +3,7 @@ into the fp32 model of the step (kernels/mutants/adamw.py) on single small cases
 cause and words of each failing item, and the cases where a bug cannot show (why the ci
 profile has the cases it has)."""
 
+import math
 from types import MappingProxyType
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 from bwd_suite.kernels.mutants import adamw as zoo
 from bwd_suite.suite import registry
 from bwd_suite.suite.cases import Case
+from bwd_suite.suite.diagnosis import diagnose_run
 from bwd_suite.suite.registry import Implementation
 from bwd_suite.suite.roofline import Ceilings
 from bwd_suite.suite.runner import CaseContext, RunOptions, run_item
@@ -123,3 +125,82 @@ def test_bias_correction_and_amsgrad_bugs_leave_the_moments_right():
                       (B.AMSGRAD_MAX_UNUSED, {"amsgrad": True, "step": 2, "steps": 3})):
         row = run(bug(b), **params)
         assert row.verdict == "fail" and not wrong(row) & {"exp_avg", "exp_avg_sq"}
+
+
+# ---------------------------------------------------------------- bugs of ports
+
+def port(*, decay_after=False, clip_per_tensor=False, norm_scaled=False,
+         bc2_unrooted=False, maximize_on_update=False):
+    """An fp32 AdamW step written apart from the zoo's model, with the bugs ordinary ports
+    made (tests/data/ports/adamw/) as switches; all off, a right step."""
+    def step(*, params, grads, master, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, beta1,
+             beta2, eps, weight_decay, step, steps, maximize, amsgrad, scaler, loss_scale,
+             max_norm, out):
+        raw = [x.double() for x in grads]
+        g = [x / loss_scale for x in raw]
+        out["found_inf"].zero_()
+        if max_norm > 0:
+            norm = lambda xs: math.sqrt(sum(float((x * x).sum()) for x in xs))  # noqa: E731
+            if clip_per_tensor:
+                g = [x * min(1.0, max_norm / (norm([x]) + 1e-6)) for x in g]
+            else:
+                c = min(1.0, max_norm / (norm(raw if norm_scaled else g) + 1e-6))
+                g = [x * c for x in g]
+        for i, p in enumerate(params):
+            w = (master[i] if master is not None else p).double()
+            m, v = exp_avg[i].double(), exp_avg_sq[i].double()
+            gi = -g[i] if maximize and not maximize_on_update else g[i]
+            for t in range(step, step + steps):
+                if not decay_after:
+                    w = w * (1 - lr * weight_decay)
+                m = beta1 * m + (1 - beta1) * gi
+                v = beta2 * v + (1 - beta2) * gi * gi
+                bc2 = 1 - beta2 ** t
+                den = v.sqrt() / (bc2 if bc2_unrooted else math.sqrt(bc2)) + eps
+                u = lr / (1 - beta1 ** t) * m / den
+                w = w + u if maximize and maximize_on_update else w - u
+                if decay_after:
+                    w = w * (1 - lr * weight_decay)
+            exp_avg[i].copy_(m)
+            exp_avg_sq[i].copy_(v)
+            if master is not None:
+                master[i].copy_(w)
+            p.copy_(w)
+    return step
+
+
+# (bug switch, case parameters, cause, the words of the story that explains it)
+PORTED = [
+    ("decay_after", {"lr": 0.5, "weight_decay": 0.1}, "decay_after_update",
+     "+1.00 x the step with the weight decay applied after the update"),
+    ("clip_per_tensor", {"max_norm": 2.0}, "clip_per_tensor",
+     "+1.00 x the step with each gradient clipped by its own norm"),
+    ("norm_scaled", {"max_norm": 2.0, "loss_scale": 1024.0}, "clip_norm_scaled",
+     "+1.00 x the step with the clip norm taken of the gradients still times the loss "
+     "scale"),
+    ("bc2_unrooted", {}, "bias_correction_unrooted",
+     "+1.00 x the update with sqrt(v) divided by 1 - beta2^t, not by its root"),
+    ("maximize_on_update", {"maximize": True, "steps": 2}, "maximize_on_update",
+     "+1.00 x the step with maximize negating the update, not the gradient"),
+]
+
+
+@pytest.mark.parametrize("switch, params, cause, words", PORTED, ids=[p[0] for p in PORTED])
+def test_a_port_bug_without_a_mutant_is_named_by_its_story(switch, params, cause, words):
+    assert run(port(), **params).verdict == "pass"
+    row = run(port(**{switch: True}), **params)
+    assert row.verdict == "fail", row.reason
+    assert row.diagnosis_cause == cause and words in row.diagnosis, row.diagnosis
+    assert diagnose_run([row])[0].cause == cause
+
+
+def test_the_port_stories_are_tested_only_where_they_differ_from_the_golden():
+    # one tensor: its own norm is the list's; no loss scale: the two norms agree; no
+    # maximize: nothing to negate
+    assert run(port(clip_per_tensor=True), sizes=[130], max_norm=2.0).verdict == "pass"
+    assert run(port(norm_scaled=True), max_norm=2.0).verdict == "pass"
+    row = run(port(decay_after=True), sizes=[130], max_norm=2.0, lr=0.5, weight_decay=0.1)
+    assert row.diagnosis_cause == "decay_after_update", row.diagnosis
+    fitted = {f["term"] for f in row.error_terms}
+    assert "decay_after_update" in fitted
+    assert not fitted & {"clip_per_tensor", "clip_norm_scaled", "maximize_on_update"}

@@ -13,6 +13,7 @@ import torch
 
 from bwd_suite.golden import causal_conv1d as golden
 from bwd_suite.kernels.causal_conv1d.tiled import backward_tiled
+from bwd_suite.kernels.causal_conv1d.torch_ref import torch_ref
 from bwd_suite.suite import diagnosis as dg
 from bwd_suite.suite import registry, results, summary
 from bwd_suite.suite.cases import Case
@@ -621,3 +622,61 @@ def test_a_few_wrong_rows_are_no_period():
     # 9 rows of 13, rows 1-3 of each 4: a period of 4
     rows = [r for r in range(13) if r % 4]
     assert _pattern((13, 50), ("row", "column"), (rows,))["row"].period == 4
+
+
+# ---------------------------------------------------------------- bugs of ports, as stories
+
+def x_storage_as_other_layout(*, x, out, **kw):
+    """The yardstick on x's storage read as dense in the other layout, as a kernel that
+    takes a raw pointer and ignores the strides."""
+    B, D, L = x.shape
+    dense = (D * L, L, 1) if x.stride(1) == 1 else (L * D, 1, D)
+    torch_ref(x=torch.as_strided(x, (B, D, L), dense, x.storage_offset()), out=out, **kw)
+
+
+def state_slots_unmatched(*, x, dout, initial_states, out, **kw):
+    """The yardstick with the initial-state slots matched to no sequence: nothing reads
+    the initial states (zeros read alike), and dinitial_states gets only what dfinal_states
+    passes through."""
+    torch_ref(x=x, dout=dout, initial_states=torch.zeros_like(initial_states), out=out, **kw)
+    rest = {k: v.clone() for k, v in out.items()}
+    torch_ref(x=x, dout=torch.zeros_like(dout), initial_states=initial_states, out=rest, **kw)
+    out["dinitial_states"].copy_(rest["dinitial_states"])
+
+
+def run_port(fn, **params):
+    ctx = CaseContext(SPEC, case(**params), OPTS)
+    impl = Implementation(op="causal_conv1d", name=fn.__name__, fn=fn, kind="external")
+    return run_item(ctx, impl, None, CEIL, {})
+
+
+@pytest.mark.parametrize("fn, params, cause, words", [
+    (x_storage_as_other_layout, dict(layout="channel_last"), "attribute:x_other_layout",
+     "computed with x's storage read as the other layout"),
+    (x_storage_as_other_layout, dict(layout="channel_first"), "attribute:x_other_layout",
+     "computed with x's storage read as the other layout"),
+    (state_slots_unmatched, dict(seq_idx="random", initial_states=True, seqlen=40),
+     "attribute:state_slots_unmatched", "computed with the initial-state slots matched to "
+     "no sequence"),
+    (state_slots_unmatched, dict(seq_idx="random", initial_states=True, seqlen=2,
+                                 final_states=True, width=4),
+     "attribute:state_slots_unmatched", "computed with the initial-state slots matched to "
+     "no sequence"),
+], ids=["x-cl", "x-cf", "slots", "slots-short-dfinal"])
+def test_a_port_bug_is_named_by_its_perturbed_golden(fn, params, cause, words):
+    row = run_port(fn, **params)
+    assert row.verdict == "fail", row.reason
+    assert row.diagnosis_cause == cause and words in row.diagnosis, row.diagnosis
+    assert dg.diagnose_run([row])[0].cause == cause
+
+
+def test_the_port_stories_are_built_only_where_they_are_known():
+    # without seq_idx every state slot is read whatever its id: initial states ignored
+    # there are another bug; x in a slice of a wider buffer: the storage holds values the
+    # story cannot know
+    for fn, params, story in (
+            (state_slots_unmatched, dict(initial_states=True), "state_slots_unmatched"),
+            (x_storage_as_other_layout, dict(x_sliced=True), "x_other_layout")):
+        row = run_port(fn, **params)
+        assert row.verdict == "fail" and row.diagnosis_cause != f"attribute:{story}"
+        assert f"attr:{story}" not in {f["term"] for f in row.error_terms or ()}
