@@ -13,8 +13,8 @@
 #           eager: the suite has no kernel of its own for it)
 #   report  one HTML page of both, and the tables for BENCHMARKS.md (scripts/step_summary.py)
 #   device run: [DEADLINE=470] [STEPS="ci eager ours"] [TIMED=3] bash scripts/gpu_step.sh
-# Out: $OUT/step.log (everything printed), $OUT/*.parquet, $OUT/step.html, $OUT/summary.md,
-# the runs' logs.
+# Out: $OUT/step.log (everything printed), $OUT/summary.md, $OUT/step.html, and the runs'
+# parquets and logs in $OUT/step_runs.tgz (the device returns at most 8 files).
 set -uo pipefail
 export PYTHONPATH=. PYTHONUNBUFFERED=1 BWD_SUITE_CACHE=/tmp/cache
 start=$SECONDS; deadline=${DEADLINE:-470}
@@ -60,4 +60,6 @@ fi
 echo "done at $((SECONDS - start)) s"
 }
 main > "$OUT/step.log" 2>&1
+(cd "$OUT" && tar czf step_runs.tgz --remove-files -- *.parquet* ci_*.log gpu_*.log prebuild_*.log \
+  2>/dev/null)
 cat "$OUT/step.log"

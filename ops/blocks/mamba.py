@@ -106,4 +106,5 @@ SPEC = register_model(ModelSpec(
     layer_modules={"block": r"\.blocks\.\d+$", "mixer": r"\.blocks\.\d+\.mixer$"},
     stateful=True,
     draws=lambda p: p["dropout"] > 0,
+    depth=lambda p: p["layers"],
 ))

@@ -115,4 +115,5 @@ SPEC = register_model(ModelSpec(
     layer_modules={"block": r"\.blocks\.\d+$", "attention": r"\.blocks\.\d+\.attention$",
                    "mlp": r"\.blocks\.\d+\.mlp$"},
     draws=lambda p: p["dropout"] > 0,
+    depth=lambda p: p["layers"],
 ))

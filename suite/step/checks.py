@@ -81,7 +81,7 @@ CHECKS = {c.name: c for c in (
     Check("loss", "the loss over the steps against the float64 model", Judge.LOSS),
     Check("checkpoint", "activation checkpointing of the named layers against none",
           Judge.SAME, lambda p, c: Variant("checkpoint", checkpoint=frozenset(c))),
-    Check("offload", "saved activations offloaded to the host (save_on_cpu) against none",
+    Check("offload", "saved activations offloaded to the host, layout kept, against none",
           Judge.BITWISE, lambda p, c: Variant("offload", offload=True)),
     Check("accumulation", "k micro-batches, each loss summed over its tokens and divided by "
           "the whole batch's scored tokens, against the float64 model of one batch",

@@ -77,15 +77,16 @@ def _worst(step: int, quantity: str, checks: Mapping[str, verdicts.OutputCheck])
                   worst.failure, message)
 
 
-def _message(c: verdicts.OutputCheck, step: int) -> verdicts.OutputCheck:
+def _message(c: verdicts.OutputCheck, step: int, depth: int) -> verdicts.OutputCheck:
     """A mismatch worded by the step rule (check_output words the op rule)."""
     if c.failure is not FailureKind.MISMATCH:
         return c
     g = tolerances.step_growth(step)
+    d = tolerances.depth_growth(depth)
     text = (f"error {c.err:.3g} of max|golden| {c.scale:.3g} at {c.worst_index} > allowed "
             f"{c.allowed:.3g} (2 x the eager run's {c.ref_err:.3g} + floor x{g:g} + 8 x "
-            f"conditioning {c.cond_err:.3g}, ceiling x{g:g}); {c.n_bad} of {c.numel} "
-            f"elements beyond")
+            f"conditioning {c.cond_err:.3g}, ceiling x{g * d:.3g}); {c.n_bad} of "
+            f"{c.numel} elements beyond")
     return dataclasses.replace(c, message=text)
 
 
@@ -96,10 +97,11 @@ def errors(rec: StepRecord, golden: StepRecord, quantities=QUANTITIES) -> dict:
 
 
 def against_float64(rec: StepRecord, golden: StepRecord, ref: Mapping, case_dtype,
-                    quantities=QUANTITIES, cond: Mapping = {}) -> list[Judged]:
+                    quantities=QUANTITIES, cond: Mapping = {}, depth: int = 1) -> list[Judged]:
     """Each quantity of `rec` against the float64 model's at the same step, every tensor
-    under tolerances.step_allowed with the yardstick's error `ref[(quantity, tensor)]` and
-    the conditioning `cond[(quantity, tensor)]` (an absolute deviation)."""
+    under tolerances.step_allowed with the yardstick's error `ref[(quantity, tensor)]`, the
+    conditioning `cond[(quantity, tensor)]` (an absolute deviation) and the model's depth
+    (its blocks)."""
     out = []
     for q in quantities:
         checks = {}
@@ -111,10 +113,10 @@ def against_float64(rec: StepRecord, golden: StepRecord, ref: Mapping, case_dtyp
             scale = verdicts.golden_scale(gold)
             cond_err = cond.get((q, name), 0.0) / scale
             allowed = tolerances.step_allowed(TOL_CLASS[q], _out_dtype(q, actual), case_dtype,
-                                              ref_err, rec.step, scale, cond_err)
+                                              ref_err, rec.step, scale, cond_err, depth)
             checks[name] = _message(verdicts.check_output(
                 OutputSpec(name, TOL_CLASS[q]), actual.reshape(gold.shape), gold, ref_err,
-                case_dtype, cond_err, allowed=allowed), rec.step)
+                case_dtype, cond_err, allowed=allowed), rec.step, depth)
         out.append(_worst(rec.step, q, checks))
     return out
 

@@ -22,6 +22,7 @@ from typing import Callable, Mapping, Optional
 
 import torch
 
+from bwd_suite.suite.step import offload
 from bwd_suite.suite.step.backends import Backends
 from bwd_suite.suite.step.models import ModelSpec
 from bwd_suite.suite.step.node import Plan
@@ -37,7 +38,7 @@ class Variant:
 
     name: str = "plain"
     checkpoint: frozenset = frozenset()  # layer kinds recomputed in the backward
-    offload: bool = False  # saved activations kept on the host (save_on_cpu)
+    offload: bool = False  # saved activations kept on the host (suite/step/offload.py)
     micro_batches: int = 1
     per_micro_batch_mean: bool = False  # each micro-batch divided by its own tokens, then k
     chunks: tuple = ()  # the stateful layer's chunk lengths
@@ -117,7 +118,7 @@ class Run:
     def _offload(self):
         if not self.variant.offload:
             return contextlib.nullcontext()
-        return torch.autograd.graph.save_on_cpu(pin_memory=self.device.type == "cuda")
+        return offload.on_host(self.device)
 
     def _lists(self) -> dict:
         lists = {"params": self.tensors, **{k: self.state.get(k) for k in STATE[1:]}}

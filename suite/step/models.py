@@ -73,6 +73,10 @@ class ModelSpec:
     # {layer: regex of the module names (FlopCounterMode's) of such layers}
     layer_modules: Mapping[str, str] = field(default_factory=dict)
 
+    # params -> the blocks a gradient passes back through (the step ceiling's depth growth,
+    # suite/tolerances.py)
+    depth: Callable[[Mapping], int] = field(default=lambda p: 1)
+
     # --- the stateful layer (chunked-state check) ---
     # True when the model has a layer that carries state along the sequence and honours
     # Plan.chunks (the chunked_state check); False: that check does not apply

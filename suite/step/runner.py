@@ -161,13 +161,15 @@ def _failure(e: BaseException) -> tuple:
     return Verdict.ERROR, FailureKind.EXCEPTION, f"{type(e).__name__}: {e} | {tail[-1500:]}"
 
 
-def _judge(judge: Judge, rec, deterministic: bool, base_rec, golden, ref, dtype, cond):
+def _judge(judge: Judge, rec, deterministic: bool, base_rec, golden, ref, dtype, cond,
+           depth: int):
     if judge is Judge.FLOAT64:
-        return compare.against_float64(rec, golden, ref, dtype, cond=cond)
+        return compare.against_float64(rec, golden, ref, dtype, cond=cond, depth=depth)
     if judge is Judge.LOSS:
-        return compare.against_float64(rec, golden, ref, dtype, quantities=("loss",), cond=cond)
+        return compare.against_float64(rec, golden, ref, dtype, quantities=("loss",), cond=cond,
+                                       depth=depth)
     if judge is Judge.SAME and not deterministic:
-        return compare.against_float64(rec, golden, ref, dtype, cond=cond)
+        return compare.against_float64(rec, golden, ref, dtype, cond=cond, depth=depth)
     if judge in (Judge.SAME, Judge.BITWISE):
         return compare.bitwise(rec, base_rec)
     if judge is Judge.UNCHANGED:
@@ -231,6 +233,7 @@ def check_steps(s: Scenario, cs: ChoiceSet, device, init: Optional[dict] = None
                for n in s.checks}
     eager_plain = group.runs[("eager", PLAIN_KEY)]
     live = group.unique()
+    depth = spec.depth(s.params)
     pooled: dict = {}
     for t in range(1, s.params["steps"] + 1):
         try:
@@ -259,7 +262,7 @@ def check_steps(s: Scenario, cs: ChoiceSet, device, init: Optional[dict] = None
                           pooled)
         try:
             cond = _conditioning(group, golden, full[("eager", PLAIN_KEY)], ref, dtype, t,
-                                 s.seed)
+                                 s.seed, depth)
         except Exception as e:  # noqa: BLE001 - no conditioning, no bound
             return fail_all(_harness(_failure(e), "the float64 conditioning runs"))
         for name in s.checks:
@@ -267,11 +270,13 @@ def check_steps(s: Scenario, cs: ChoiceSet, device, init: Optional[dict] = None
             if o.error is not None or rec is None:
                 continue
             o.judged += _judge(CHECKS[name].judge, rec, group.deterministic,
-                               full.get(("choice", PLAIN_KEY)), golden, ref, dtype, cond)
+                               full.get(("choice", PLAIN_KEY)), golden, ref, dtype, cond,
+                               depth)
     return outcomes
 
 
-def _conditioning(group: _Group, golden, eager, ref: dict, dtype, t: int, seed: int) -> dict:
+def _conditioning(group: _Group, golden, eager, ref: dict, dtype, t: int, seed: int,
+                  depth: int) -> dict:
     """{(quantity, tensor): absolute drift} of the float64 model's trajectory at step t when
     every step's gradients move by what the gradients' check allows the eager run
     (tolerances.step_allowed times the gradient's scale), one random sign per element, in
@@ -283,7 +288,8 @@ def _conditioning(group: _Group, golden, eager, ref: dict, dtype, t: int, seed: 
         gold = golden.grads[name]
         scale = verdicts.golden_scale(gold)
         allowed = tolerances.step_allowed(compare.TOL_CLASS["grads"], eager.grads[name].dtype,
-                                          dtype, ref.get(("grads", name), 0.0), t, scale)
+                                          dtype, ref.get(("grads", name), 0.0), t, scale,
+                                          depth=depth)
         deltas.append(allowed * scale)
     gen = generator(step_seed(seed, t, 99))
     signs = [torch.randint(0, 2, g.shape, generator=gen).to(g.device, g.dtype) * 2 - 1
