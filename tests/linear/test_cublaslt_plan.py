@@ -167,3 +167,17 @@ def test_the_aux_follows_the_dgrad_output_and_is_padded_as_cublaslt_asks(plans):
         assert aux["ld"] % (128 if p["act"] == "relu" else 8) == 0
         # x itself is the GELU aux where its ld already is a multiple of 8
         assert aux["copy_of_x"] == (p["act"] == "gelu_tanh" and aux["rows"] % 8 == 0)
+
+
+def test_elementwise_jobs_walk_their_output_in_memory_order(plans):
+    # threads along the contiguous dimension (kernels/linear/csrc/linear_bwd.h's
+    # walks_columns): walking a row-major dZ column by column ran at 0.2 TB/s on an H100
+    cases = [problem(64, 48, 32, act, at, True, rec, xt, False, dyt)
+             for act, at in (("gelu_tanh", "output"), ("relu", "input"))
+             for rec in (False, True) for xt in (False, True) for dyt in (False, True)]
+    seen = set()
+    for p, plan in zip(cases, plans([line(p) for p in cases])):
+        for s in (s for s in plan["steps"] if s["kind"] == "elementwise"):
+            assert s["walks_columns"] == s["out"]["col_major"], (p, s)
+            seen.add(s["out"]["col_major"])
+    assert seen == {False, True}  # both orders planned

@@ -47,7 +47,24 @@ struct Matrix {
   int64_t rows = 0, cols = 0;
   bool col_major = false;
   int64_t ld = 0;
+  // element (i, j) at i * row_stride() + j * col_stride()
+  int64_t row_stride() const { return col_major ? 1 : ld; }
+  int64_t col_stride() const { return col_major ? ld : 1; }
 };
+
+#ifdef __CUDACC__
+#define LINEAR_BWD_HD __host__ __device__ __forceinline__
+#else
+#define LINEAR_BWD_HD inline
+#endif
+
+// Whether the elementwise jobs walk a rows x cols output column by column (threads along a
+// column): where it is column-major, its row stride the smaller, so that consecutive threads
+// touch consecutive addresses. Walking a row-major matrix column by column strides every
+// access by a row: an H100 ran dact at 0.2 TB/s that way.
+LINEAR_BWD_HD bool walks_columns(int64_t row_stride, int64_t col_stride, int64_t cols) {
+  return row_stride < col_stride || cols == 1;
+}
 
 struct Problem {
   int64_t m = 0, n = 0, k = 0;

@@ -51,13 +51,11 @@ template <int kAct> __device__ __forceinline__ float dact_f(float z) {
   }
 }
 
-// The walk over a rows x cols matrix in the memory order of `out` (column-major when its
-// column stride is the smaller): threads along its contiguous dimension, consecutive
-// threads at consecutive addresses of out and of every operand stored like it; blocks
-// along the other (grid.y). A 1-D walk's two 64-bit divisions an element cost more than the
-// element's memory traffic (an H100 ran dact at 0.2 TB/s).
+// The walk over a rows x cols matrix in the memory order of `out` (walks_columns,
+// linear_bwd.h): threads along its contiguous dimension, consecutive threads at consecutive
+// addresses of out and of every operand stored like it; blocks along the other (grid.y).
 __host__ __device__ __forceinline__ bool walks_columns(const Strided &out, int64_t cols) {
-  return out.col_stride < out.row_stride || cols == 1;
+  return walks_columns(out.row_stride, out.col_stride, cols);
 }
 
 template <typename F>

@@ -216,8 +216,8 @@ Status run_gemm(const Gemm &g, const Buffers &buf, DType dt, cublasLtHandle_t ha
 Strided strided(const Matrix &mat, const Buffers &buf) {
   Strided s;
   s.ptr = buf.ptr[static_cast<int>(mat.tensor)];
-  s.row_stride = mat.col_major ? 1 : mat.ld;
-  s.col_stride = mat.col_major ? mat.ld : 1;
+  s.row_stride = mat.row_stride();
+  s.col_stride = mat.col_stride();
   return s;
 }
 

@@ -49,7 +49,9 @@ std::string gemm(const Gemm &g) {
 std::string elementwise(const Elementwise &e) {
   return "{\"kind\": \"elementwise\", \"name\": " + quoted(e.name) + ", \"out\": " +
          matrix(e.out) + ", \"in\": " + matrix(e.in) + ", \"grad\": " + matrix(e.grad) +
-         ", \"derivative\": " + (e.derivative ? "true" : "false") + "}";
+         ", \"derivative\": " + (e.derivative ? "true" : "false") + ", \"walks_columns\": " +
+         (walks_columns(e.out.row_stride(), e.out.col_stride(), e.out.cols) ? "true" : "false") +
+         "}";
 }
 
 }  // namespace
