@@ -14,14 +14,18 @@ the same backward without it, so that the rounding of the saved o and lse cancel
     dS) or (1/scale - 1) (left out); D = 0; D as a column sum over the queries; dk and dv
     of each key/value head from the first query head of its group; dv - dk and dk - dv
     (swapped); the visibility of the other causal corner; the window one key wider or
-    narrower at either edge.
+    narrower at either edge; the backward computed otherwise (a Variant): query head h
+    reading key/value head h % Hkv, the softcap derivative at the capped score, the
+    scores rounded to a 16-bit input dtype, padding tokens seeing each other.
 
 Each says "error = 1 x term" when its hypothesis is the bug. A hypothesis that changes
-the visibility needs a pass of its own, and a second one with the forward recomputed under
-it (lse and o of the wrong visibility: a kernel whose own forward has the bug too, as a
-two-phase implementation's, or that recomputes the softmax) against the golden; the
-others share one pass. Terms are computed for
-CPU-sized cases only (MAX_TERM_SCORES): each pass is a float64 backward.
+the visibility or the backward (a Story) needs a pass of its own, and a second one with
+the forward recomputed under it (lse and o of the wrong visibility: a kernel whose own
+forward has the bug too, as a two-phase implementation's, or that recomputes the softmax)
+against the golden, where the two differ; the others share one pass. Terms are computed
+for CPU-sized cases only (MAX_TERM_SCORES): each pass is a float64 backward. Where no
+story explains the error, a gradient on the rows that see no key (the golden's is 0)
+names its own cause.
 
 The causes and the tile sizes they are stated in (BLOCK_K, BLOCK_Q) are in
 ops/attention_causes.py, shared with the mutants that plant them.
@@ -30,12 +34,14 @@ ops/attention_causes.py, shared with the mutants that plant them.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Mapping, Optional
 
 import torch
 
 from bwd_suite.golden import attention as golden
 from bwd_suite.ops.attention_causes import BLOCK_K, BLOCK_Q, Cause
+from bwd_suite.suite import inputs as mk
 from bwd_suite.suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, CauseSpec,
                                        DiagnosisSpec, Evidence, Feature, Hypotheses, Region,
                                        Rule, Term, generic_causes, ordered, precision_rule)
@@ -106,7 +112,35 @@ def seen_rows(p: Mapping, t: Mapping) -> torch.Tensor:
             & (seg >= 0))[:, None]
 
 
-def visibility(p: Mapping, t: Mapping, b: int, heads: slice, off: int, lo, hi) -> tuple:
+@dataclass(frozen=True)
+class Variant:
+    """A backward computed otherwise than the golden, as a bug would, where neither the
+    visibility's rules nor a term of the golden can say it (the default: as the golden)."""
+
+    kv_interleaved: bool = False  # query head h reads key/value head h % Hkv, not h // G
+    softcap_at_capped: bool = False  # the softcap's 1 - tanh^2 at the capped S, not S0 / c
+    # S0 = scale Q K^T rounded to this dtype: "once" (the scaled product rounded) or
+    # "product" (Q K^T rounded, then times the scale rounded again)
+    scores_dtype: Optional[torch.dtype] = None
+    scores_rounding: str = "once"
+    padding_sees_padding: bool = False  # the packing rule seg[i] == seg[j] alone
+
+
+EXACT = Variant()
+
+
+def _scores(q, k, scale: float, variant: Variant):
+    """S0 = scale Q K^T in float64, rounded as the variant says."""
+    dt = variant.scores_dtype
+    if dt is None:
+        return (q @ k.transpose(-1, -2)) * scale
+    if variant.scores_rounding == "product":
+        return ((q @ k.transpose(-1, -2)).to(dt).to(F64) * scale).to(dt).to(F64)
+    return ((q @ k.transpose(-1, -2)) * scale).to(dt).to(F64)
+
+
+def visibility(p: Mapping, t: Mapping, b: int, heads: slice, off: int, lo, hi,
+               variant: Variant = EXACT) -> tuple:
     """(seen (n or 1, Tq, Tk) bool, bias or None) of batch b and a slice of query heads:
     the rules with the given offset and band, or the explicit mask as it is."""
     mask = t.get("attn_mask")
@@ -129,28 +163,37 @@ def visibility(p: Mapping, t: Mapping, b: int, heads: slice, off: int, lo, hi) -
     seq_idx = t.get("seq_idx")
     if seq_idx is not None:
         s = seq_idx[b].long().to(device)
-        m &= (s[:, None] == s[None, :]) & (s[:, None] >= 0)
+        m &= s[:, None] == s[None, :]
+        if not variant.padding_sees_padding:
+            m &= s[:, None] >= 0
     return m[None], None
 
 
 # ---------------------------------------------------------------- the saved-statistics backward
 
+def kv_heads(H: int, Hkv: int, variant: Variant = EXACT) -> torch.Tensor:
+    """(H,) int64: the key/value head each query head reads."""
+    h = torch.arange(H)
+    return h % Hkv if variant.kv_interleaved else h // (H // Hkv)
+
+
 def _heads(t: Mapping, attrs: Mapping, b: int, heads: slice, seen, bias, d_modes,
-           recompute: bool = False) -> tuple:
+           recompute: bool = False, variant: Variant = EXACT) -> tuple:
     """dv (n, Tk, d) and {mode: (dq (n, Tq, d), dk (n, Tk, d))} of a slice of n query
     heads from the saved lse and o (`recompute`: from lse and o of the forward under this
     visibility), in float64; modes of D: rows (rowsum(dO * o)), zero, columns (sum of
     P * dP over the queries)."""
-    G = t["q"].shape[1] // t["k"].shape[1]
-    kv = torch.arange(t["q"].shape[1])[heads] // G
+    kv = kv_heads(t["q"].shape[1], t["k"].shape[1], variant)[heads]
     q, k, v = t["q"][b, heads], t["k"][b, kv], t["v"][b, kv]
     do, o = t["dout"][b, heads], t["o"][b, heads]
     scale, cap, drop = attrs["scale"], attrs.get("softcap", 0.0), attrs.get("dropout", 0.0)
-    s = (q @ k.transpose(-1, -2)) * scale
+    s = _scores(q, k, scale, variant)
     tanh = None
     if cap > 0:
         tanh = torch.tanh(s / cap)
         s = cap * tanh
+        if variant.softcap_at_capped:
+            tanh = torch.tanh(s)
     if bias is not None:
         s = s + bias
     s = s.masked_fill(~seen, -math.inf)
@@ -180,12 +223,13 @@ def _heads(t: Mapping, attrs: Mapping, b: int, heads: slice, seen, bias, d_modes
 
 def saved_backward(p: Mapping, t: Mapping, attrs: Mapping, off: int, lo, hi,
                    d_modes=("rows",), first_head: bool = False,
-                   recompute: bool = False) -> dict:
+                   recompute: bool = False, variant: Variant = EXACT) -> dict:
     """{name: {"dq", "dk", "dv"}} in float64 for each mode of D (name = the mode), and
     "first_head" (dk, dv of each key/value head from the first query head of its group
     alone) when asked; query heads in slices of at most CHUNK_SCORES scores. With
-    `recompute`, lse and o are those of the forward under this visibility (a kernel whose
-    forward has the bug as well, or that recomputes it), not the saved ones."""
+    `recompute`, lse and o are those of the forward under this visibility and variant (a
+    kernel whose forward has the bug as well, or that recomputes it), not the saved
+    ones."""
     B, H, Tq, d = t["q"].shape
     Hkv, Tk = t["k"].shape[1], t["k"].shape[2]
     G = H // Hkv
@@ -196,8 +240,8 @@ def saved_backward(p: Mapping, t: Mapping, attrs: Mapping, off: int, lo, hi,
     for b in range(B):
         for h0 in range(0, H, n):
             heads = slice(h0, min(H, h0 + n))
-            seen, bias = visibility(p, t, b, heads, off, lo, hi)
-            dv, grads = _heads(t, attrs, b, heads, seen, bias, d_modes, recompute)
+            seen, bias = visibility(p, t, b, heads, off, lo, hi, variant)
+            dv, grads = _heads(t, attrs, b, heads, seen, bias, d_modes, recompute, variant)
             for m, (dq, dk) in grads.items():
                 res[m]["dq"][b, heads] = dq
                 res[m]["dk"][b, heads] = dk
@@ -205,9 +249,10 @@ def saved_backward(p: Mapping, t: Mapping, attrs: Mapping, off: int, lo, hi,
     if first_head:
         first = res[d_modes[0]]
         res["first_head"] = {o: first[o][:, ::G].clone() for o in ("dk", "dv")}
+    kv = kv_heads(H, Hkv, variant)
     for m in d_modes:
         for o in ("dk", "dv"):
-            res[m][o] = res[m][o].view(B, Hkv, G, Tk, d).sum(2)
+            res[m][o] = t["q"].new_zeros(B, Hkv, Tk, d).index_add_(1, kv, res[m][o])
     return res
 
 
@@ -327,27 +372,63 @@ def regions(p: Mapping, t: Mapping, output: str, shape: tuple) -> list:
 
 # ---------------------------------------------------------------- terms
 
+@dataclass(frozen=True)
+class Story:
+    """A backward computed otherwise than the case says, as a bug would: with another
+    visibility (offset and band) or a Variant; against the saved statistics, the forward
+    recomputed under it (`fresh`: a kernel whose forward has the bug too, or that
+    recomputes the softmax), or both."""
+
+    words: str
+    off: int
+    lo: Optional[int]
+    hi: Optional[int]
+    variant: Variant = EXACT
+    saved: bool = True
+    fresh: bool = True
+
+
 def _hypotheses(p: Mapping) -> dict:
-    """{name: (words, offset, lo, hi)}: visibilities other than the case's that a bug may
-    use in place of it (the rules only: an explicit mask is used as it is)."""
-    if p["mask"] != "none":
-        return {}
+    """{name: Story}: visibilities other than the case's that a bug may use in place of
+    it (the rules only: an explicit mask is used as it is), and the variants of the
+    backward that apply to the case."""
     off, (lo, hi) = offset(p), band(p)
     found = {}
+    H, Hkv = p["heads"], p["kv_heads"]
+    if 1 < Hkv < H:  # with one key/value head, or as many as query heads, h % Hkv is right
+        found["gqa_interleaved"] = Story(
+            "query head h reading key/value head h % Hkv", off, lo, hi,
+            Variant(kv_interleaved=True))
+    if p["softcap"] > 0:  # P is the same: the saved statistics hold
+        found["softcap_at_capped"] = Story(
+            "the softcap derivative at the capped score", off, lo, hi,
+            Variant(softcap_at_capped=True), fresh=False)
+    dt = mk.DTYPES[p["dtype"]]
+    if dt.itemsize < 4:
+        for rounding, how in (("once", "rounded to"), ("product", "formed in")):
+            name = "scores_16bit" + ("" if rounding == "once" else "_product")
+            found[name] = Story(f"the scores {how} {p['dtype']}", off, lo, hi,
+                                Variant(scores_dtype=dt, scores_rounding=rounding))
+    if p["mask"] != "none":
+        return found
+    if p["packing"] == "packed_padded":  # padding rows have lse = -inf: saved, P = 0
+        found["padding_sees_padding"] = Story(
+            "padding tokens seeing each other", off, lo, hi,
+            Variant(padding_sees_padding=True), saved=False)
     if p["seq_q"] != p["seq_k"] and (lo is not None or hi is not None):
         other = "top_left" if p["align"] == "bottom_right" else "bottom_right"
-        found["other_corner"] = ("the visibility of the other causal corner",
-                                 offset(p, other), lo, hi)
+        found["other_corner"] = Story("the visibility of the other causal corner",
+                                      offset(p, other), lo, hi)
     if p["window_left"] >= 0:
-        found["window_edge_left_in"] = ("the window one key narrower on the left", off,
-                                        lo + 1, hi)
-        found["window_edge_left_out"] = ("the window one key wider on the left", off,
-                                         lo - 1, hi)
+        found["window_edge_left_in"] = Story("the window one key narrower on the left", off,
+                                             lo + 1, hi)
+        found["window_edge_left_out"] = Story("the window one key wider on the left", off,
+                                              lo - 1, hi)
     if p["window_right"] >= 0:
-        found["window_edge_right_in"] = ("the window one key narrower on the right", off,
-                                         lo, hi - 1)
-        found["window_edge_right_out"] = ("the window one key wider on the right", off,
-                                          lo, hi + 1)
+        found["window_edge_right_in"] = Story("the window one key narrower on the right",
+                                              off, lo, hi - 1)
+        found["window_edge_right_out"] = Story("the window one key wider on the right",
+                                               off, lo, hi + 1)
     return found
 
 
@@ -388,17 +469,21 @@ def terms(p: Mapping, t: Mapping, attrs: Mapping, ev: Evidence) -> dict:
             found[o].append(Term("gqa_first_head", "the other query heads' share of the group",
                                  res["first_head"][o] - base[o]))
     hypotheses = _hypotheses(p)
-    if hypotheses:
+    if any(h.fresh for h in hypotheses.values()):
         # the same with the forward recomputed: minus the case's own recomputed backward
         # (the golden, up to float64 rounding), not the saved statistics' one
         fresh = saved_backward(p, t, attrs, offset(p), *band(p), recompute=True)["rows"]
-    for name, (words, off, lo, hi) in hypotheses.items():
-        other = saved_backward(p, t, attrs, off, lo, hi)["rows"]
-        other_fresh = saved_backward(p, t, attrs, off, lo, hi, recompute=True)["rows"]
-        for o in wrong:
-            found[o].append(Term(name, words, other[o] - base[o]))
-            found[o].append(Term(f"{name}_forward", f"{words}, the forward's as well",
-                                 other_fresh[o] - fresh[o]))
+    for name, h in hypotheses.items():
+        if h.saved:
+            other = saved_backward(p, t, attrs, h.off, h.lo, h.hi, variant=h.variant)["rows"]
+            for o in wrong:
+                found[o].append(Term(name, h.words, other[o] - base[o]))
+        if h.fresh:
+            other = saved_backward(p, t, attrs, h.off, h.lo, h.hi, recompute=True,
+                                   variant=h.variant)["rows"]
+            for o in wrong:
+                found[o].append(Term(f"{name}_forward", f"{h.words}, the forward's as well",
+                                     other[o] - fresh[o]))
     return found
 
 
@@ -438,6 +523,11 @@ CAUSES = (
     CauseSpec(C.GQA_GROUP_SUM, "grouped-query dk/dv not summed over the group",
               "dk, dv of a key/value head are sums over all H / Hkv query heads that read it",
               requires=lambda f: f["grouped"]),
+    CauseSpec(C.GQA_INTERLEAVED, "grouped-query heads interleaved: query head h reads "
+              "key/value head h % Hkv, not h // (H / Hkv)",
+              "the H / Hkv query heads of a group are consecutive: key/value head h // "
+              "(H / Hkv), in the loads and in the sums of dk and dv",
+              requires=lambda f: f["grouped"]),
     CauseSpec(C.DS_SCALE_MISSING, "softmax scale missing in dS (dq, dk)",
               "dQ = scale dS K and dK = scale dSᵀ Q: the scale of S = scale Q Kᵀ comes back",
               requires=lambda f: f["scaled"]),
@@ -452,6 +542,21 @@ CAUSES = (
     CauseSpec(C.EMPTY_ROWS_NAN, "rows that see no key give NaN (lse = -inf unguarded)",
               "exp(S - lse) with lse = -inf: read it as +inf (P = 0), or guard the row",
               requires=lambda f: f["empty_rows"]),
+    CauseSpec(C.EMPTY_ROWS_GRAD, "rows that see no key get a non-zero gradient",
+              "a query that sees no key has P = 0: its dq is 0 and it adds nothing to dk, "
+              "dv (a row max or sum of a fully masked row used as if it were finite)",
+              requires=lambda f: f["empty_rows"]),
+    CauseSpec(C.PADDING_SEEN, "padding tokens attend to each other (the packing rule "
+              "without its padding guard)",
+              "a packed token sees the keys of its own sequence: seg[i] == seg[j] and seg[i] "
+              ">= 0; padding (id -1) sees nothing", requires=lambda f: f["packed"]),
+    CauseSpec(C.SOFTCAP_AT_CAPPED, "softcap derivative taken at the capped score",
+              "dS0 = dS (1 - tanh^2(S0 / c)) at the raw score S0 = scale Q K^T, not "
+              "1 - tanh^2(S) at the capped S = c tanh(S0 / c)",
+              requires=lambda f: f["softcap"]),
+    CauseSpec(C.SCORES_16BIT, "the scores S = scale Q K^T rounded to the 16-bit input dtype",
+              "form the scores in fp32 (the product's accumulator and the scale) before "
+              "the softmax", requires=lambda f: f["low_precision"]),
     CauseSpec(C.DK_DV_SWAPPED, "dk and dv swapped",
               "the output pointers or the order of the returned gradients"),
     CauseSpec(C.KEY_TAIL, f"the last, partial key block of {BLOCK_K} mishandled",
@@ -469,12 +574,17 @@ CAUSES = (
     stride=lambda f: True, first_index=lambda f: True, last_index=lambda f: True,
     one_index=lambda f: True, precision=lambda f: f["low_precision"])
 
-# Order: the exact term fits first, then the positions (the period search); the generic
-# rules name their causes only when none of these holds.
+# Order: the exact term fits first, then the checked hypotheses, then the positions (the
+# rows that see no key, the period search); the generic rules name their causes only when
+# none of these holds.
 OWN_RULES = (
     Rule(C.DK_DV_SWAPPED, lambda e: e.explains("dk", "swap", 1.0)
          and e.explains("dv", "swap", 1.0)),
     Rule(C.GQA_GROUP_SUM, _any("gqa_first_head", ("dk", "dv"))),
+    Rule(C.GQA_INTERLEAVED, _any("gqa_interleaved")),
+    Rule(C.SOFTCAP_AT_CAPPED, _any("softcap_at_capped", ("dq", "dk"))),
+    Rule(C.PADDING_SEEN, _any("padding_sees_padding")),
+    Rule(C.SCORES_16BIT, _any("scores_16bit")),
     Rule(C.DS_SCALE_TWICE, _any("scale_twice", ("dq", "dk"))),
     Rule(C.DS_SCALE_MISSING, _any("scale_missing", ("dq", "dk"))),
     Rule(C.D_MISSING, _any("d_missing", ("dq", "dk"))),
@@ -509,7 +619,12 @@ CHECKED = Hypotheses(
            "dv": "Pd^T dO (dv itself)"},
     golden_terms=_golden_terms)
 CAUSES += CHECKED.causes
-RULES = ordered(OWN_RULES, CHECKED.rules, (precision_rule("low_precision"),) + GENERIC_RULES)
+# a region rule: only where no story explains the error (a gradient on rows that see no
+# key is what padding seeing padding gives too, and that story names it better)
+EMPTY_ROWS_GRAD = Rule(C.EMPTY_ROWS_GRAD, lambda e: e.finite("dq")
+                       and e.at("dq", "empty_rows") is not None)
+RULES = ordered(OWN_RULES, CHECKED.rules,
+                (EMPTY_ROWS_GRAD, precision_rule("low_precision")) + GENERIC_RULES)
 
 SPEC = DiagnosisSpec(causes=CAUSES, rules=RULES, features=FEATURES,
                      case_features=case_features, regions=regions, terms=terms,
