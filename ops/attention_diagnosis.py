@@ -14,14 +14,19 @@ the same backward without it, so that the rounding of the saved o and lse cancel
     dS) or (1/scale - 1) (left out); D = 0; D as a column sum over the queries; dk and dv
     of each key/value head from the first query head of its group; dv - dk and dk - dv
     (swapped); the visibility of the other causal corner; the window one key wider or
-    narrower at either edge.
+    narrower at either edge; the backward computed otherwise (a Variant): query head h
+    reading key/value head h % Hkv, the softcap derivative at the capped score, the
+    scores rounded to a 16-bit input dtype, padding tokens seeing each other.
 
 Each says "error = 1 x term" when its hypothesis is the bug. A hypothesis that changes
-the visibility needs a pass of its own, and a second one with the forward recomputed under
-it (lse and o of the wrong visibility: a kernel whose own forward has the bug too, as a
-two-phase implementation's, or that recomputes the softmax) against the golden; the
-others share one pass. Terms are computed for
-CPU-sized cases only (MAX_TERM_SCORES): each pass is a float64 backward.
+the visibility or the backward (a Story) needs a pass of its own, and a second one with
+the forward recomputed under it (lse and o of the wrong visibility: a kernel whose own
+forward has the bug too, as a two-phase implementation's, or that recomputes the softmax)
+against the golden, where the two differ; the others share one pass. Terms are computed
+for CPU-sized cases only (MAX_TERM_SCORES): each pass is a float64 backward. Where no
+story explains the error, a gradient on the rows that see no key (the golden's is 0)
+names its own cause. That backward, and the visibility in closed form, are in
+ops/attention_saved_backward.py.
 
 The causes and the tile sizes they are stated in (BLOCK_K, BLOCK_Q) are in
 ops/attention_causes.py, shared with the mutants that plant them.
@@ -30,185 +35,25 @@ ops/attention_causes.py, shared with the mutants that plant them.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Mapping, Optional
-
-import torch
 
 from bwd_suite.golden import attention as golden
 from bwd_suite.ops.attention_causes import BLOCK_K, BLOCK_Q, Cause
+from bwd_suite.ops.attention_saved_backward import (EXACT, Variant, band, offset, row_bounds,
+                                                    saved_backward, seen_rows)
+from bwd_suite.suite import inputs as mk
 from bwd_suite.suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, CauseSpec,
                                        DiagnosisSpec, Evidence, Feature, Hypotheses, Region,
                                        Rule, Term, generic_causes, ordered, precision_rule)
 
-F64 = torch.float64
 # score elements (batch x heads x Tq x Tk) up to which terms are computed: a pass costs a
 # float64 backward, a handful of them per failing item (the ci cases are below 1/4 of it)
 MAX_TERM_SCORES = 1 << 23
-CHUNK_SCORES = 1 << 20  # scores of the query heads computed at once (8 MB a temporary)
 # a boolean mask over a row of at most this many keys counts as hiding a row whole (the ci
 # cases of 1 and 2 keys had such rows)
 MASK_FEW_KEYS = 3
 OUTPUTS = ("dq", "dk", "dv")
-
-
-# ---------------------------------------------------------------- visibility
-
-def offset(p: Mapping, align: Optional[str] = None) -> int:
-    """Key j = i + offset is the last one query i sees under causality."""
-    align = align or p["align"]
-    return p["seq_k"] - p["seq_q"] if align == "bottom_right" else 0
-
-
-def band(p: Mapping) -> tuple:
-    """(lo, hi) of j - i - offset that the rules allow; None where unbounded."""
-    lo = -p["window_left"] if p["window_left"] >= 0 else None
-    his = [h for h in (0 if p["causal"] else None,
-                       p["window_right"] if p["window_right"] >= 0 else None)
-           if h is not None]
-    return lo, min(his) if his else None
-
-
-def row_bounds(Tq: int, Tk: int, off: int, lo: Optional[int], hi: Optional[int],
-               device=None) -> tuple:
-    """(first, last) int64 (Tq): the keys query i sees by the rules (none: first > last)."""
-    c = torch.arange(Tq, device=device, dtype=torch.int64) + off
-    first = (c + lo).clamp_min(0) if lo is not None else torch.zeros_like(c)
-    last = (c + hi).clamp_max(Tk - 1) if hi is not None else torch.full_like(c, Tk - 1)
-    return first, last
-
-
-def segment_bounds(seg: torch.Tensor) -> tuple:
-    """(first, last) int64 of each token's segment, per row of seq_idx (B, T): segments
-    are contiguous runs."""
-    B, T = seg.shape
-    pos = torch.arange(T, device=seg.device).expand(B, T)
-    change = torch.ones_like(seg, dtype=torch.bool)
-    change[:, 1:] = seg[:, 1:] != seg[:, :-1]
-    first = torch.where(change, pos, 0).cummax(1).values
-    end = torch.ones_like(change)
-    end[:, :-1] = change[:, 1:]
-    last = torch.where(end, pos, T).flip(1).cummin(1).values.flip(1)
-    return first, last
-
-
-def seen_rows(p: Mapping, t: Mapping) -> torch.Tensor:
-    """(B or 1, H or 1, Tq) bool: the query sees some key (closed form, no Tq x Tk)."""
-    mask = t.get("attn_mask")
-    if mask is not None:
-        return (mask if mask.dtype == torch.bool else torch.isfinite(mask)).any(-1)
-    first, last = row_bounds(p["seq_q"], p["seq_k"], offset(p), *band(p))
-    seq_idx = t.get("seq_idx")
-    if seq_idx is None:
-        return (first <= last)[None, None]
-    seg = seq_idx.long().cpu()
-    s_first, s_last = segment_bounds(seg)
-    return ((torch.maximum(first, s_first) <= torch.minimum(last, s_last))
-            & (seg >= 0))[:, None]
-
-
-def visibility(p: Mapping, t: Mapping, b: int, heads: slice, off: int, lo, hi) -> tuple:
-    """(seen (n or 1, Tq, Tk) bool, bias or None) of batch b and a slice of query heads:
-    the rules with the given offset and band, or the explicit mask as it is."""
-    mask = t.get("attn_mask")
-    if mask is not None:
-        m = mask[min(b, mask.shape[0] - 1)]
-        m = m[heads] if m.shape[0] > 1 else m
-        if m.dtype == torch.bool:
-            return m, None
-        seen = torch.isfinite(m)
-        return seen, m.masked_fill(~seen, 0.0)
-    Tq, Tk = p["seq_q"], p["seq_k"]
-    device = t["q"].device
-    rel = torch.arange(Tk, device=device)[None, :] - torch.arange(Tq, device=device)[:, None] \
-        - off
-    m = torch.ones(Tq, Tk, dtype=torch.bool, device=device)
-    if lo is not None:
-        m &= rel >= lo
-    if hi is not None:
-        m &= rel <= hi
-    seq_idx = t.get("seq_idx")
-    if seq_idx is not None:
-        s = seq_idx[b].long().to(device)
-        m &= (s[:, None] == s[None, :]) & (s[:, None] >= 0)
-    return m[None], None
-
-
-# ---------------------------------------------------------------- the saved-statistics backward
-
-def _heads(t: Mapping, attrs: Mapping, b: int, heads: slice, seen, bias, d_modes,
-           recompute: bool = False) -> tuple:
-    """dv (n, Tk, d) and {mode: (dq (n, Tq, d), dk (n, Tk, d))} of a slice of n query
-    heads from the saved lse and o (`recompute`: from lse and o of the forward under this
-    visibility), in float64; modes of D: rows (rowsum(dO * o)), zero, columns (sum of
-    P * dP over the queries)."""
-    G = t["q"].shape[1] // t["k"].shape[1]
-    kv = torch.arange(t["q"].shape[1])[heads] // G
-    q, k, v = t["q"][b, heads], t["k"][b, kv], t["v"][b, kv]
-    do, o = t["dout"][b, heads], t["o"][b, heads]
-    scale, cap, drop = attrs["scale"], attrs.get("softcap", 0.0), attrs.get("dropout", 0.0)
-    s = (q @ k.transpose(-1, -2)) * scale
-    tanh = None
-    if cap > 0:
-        tanh = torch.tanh(s / cap)
-        s = cap * tanh
-    if bias is not None:
-        s = s + bias
-    s = s.masked_fill(~seen, -math.inf)
-    lse = torch.logsumexp(s, -1, keepdim=True) if recompute else \
-        t["lse"][b, heads].unsqueeze(-1)
-    lse = lse.masked_fill(lse == -math.inf, math.inf)  # a row that sees nothing: P = 0
-    p = torch.exp(s - lse)
-    z = None
-    if drop > 0:
-        z = t["dropout_mask"][b, heads].to(F64) / (1.0 - drop)
-    if recompute:
-        o = (p if z is None else p * z) @ v
-    dv = (p if z is None else p * z).transpose(-1, -2) @ do
-    dp = do @ v.transpose(-1, -2)
-    if z is not None:
-        dp = dp * z
-    found = {}
-    for mode in d_modes:
-        D = {"rows": lambda: (do * o).sum(-1, keepdim=True), "zero": lambda: 0.0,
-             "columns": lambda: (p * dp).sum(-2, keepdim=True)}[mode]()
-        ds = p * (dp - D)
-        if tanh is not None:
-            ds = ds * (1.0 - tanh * tanh)
-        found[mode] = (scale * (ds @ k), scale * (ds.transpose(-1, -2) @ q))
-    return dv, found
-
-
-def saved_backward(p: Mapping, t: Mapping, attrs: Mapping, off: int, lo, hi,
-                   d_modes=("rows",), first_head: bool = False,
-                   recompute: bool = False) -> dict:
-    """{name: {"dq", "dk", "dv"}} in float64 for each mode of D (name = the mode), and
-    "first_head" (dk, dv of each key/value head from the first query head of its group
-    alone) when asked; query heads in slices of at most CHUNK_SCORES scores. With
-    `recompute`, lse and o are those of the forward under this visibility (a kernel whose
-    forward has the bug as well, or that recomputes it), not the saved ones."""
-    B, H, Tq, d = t["q"].shape
-    Hkv, Tk = t["k"].shape[1], t["k"].shape[2]
-    G = H // Hkv
-    # dk, dv per query head, summed over each group at the end
-    res = {m: {"dq": torch.zeros_like(t["q"]), "dk": t["q"].new_zeros(B, H, Tk, d),
-               "dv": t["q"].new_zeros(B, H, Tk, d)} for m in d_modes}
-    n = max(1, CHUNK_SCORES // (Tq * Tk))
-    for b in range(B):
-        for h0 in range(0, H, n):
-            heads = slice(h0, min(H, h0 + n))
-            seen, bias = visibility(p, t, b, heads, off, lo, hi)
-            dv, grads = _heads(t, attrs, b, heads, seen, bias, d_modes, recompute)
-            for m, (dq, dk) in grads.items():
-                res[m]["dq"][b, heads] = dq
-                res[m]["dk"][b, heads] = dk
-                res[m]["dv"][b, heads] = dv
-    if first_head:
-        first = res[d_modes[0]]
-        res["first_head"] = {o: first[o][:, ::G].clone() for o in ("dk", "dv")}
-    for m in d_modes:
-        for o in ("dk", "dv"):
-            res[m][o] = res[m][o].view(B, Hkv, G, Tk, d).sum(2)
-    return res
 
 
 # ---------------------------------------------------------------- case features
@@ -327,27 +172,63 @@ def regions(p: Mapping, t: Mapping, output: str, shape: tuple) -> list:
 
 # ---------------------------------------------------------------- terms
 
+@dataclass(frozen=True)
+class Story:
+    """A backward computed otherwise than the case says, as a bug would: with another
+    visibility (offset and band) or a Variant; against the saved statistics, the forward
+    recomputed under it (`fresh`: a kernel whose forward has the bug too, or that
+    recomputes the softmax), or both."""
+
+    words: str
+    off: int
+    lo: Optional[int]
+    hi: Optional[int]
+    variant: Variant = EXACT
+    saved: bool = True
+    fresh: bool = True
+
+
 def _hypotheses(p: Mapping) -> dict:
-    """{name: (words, offset, lo, hi)}: visibilities other than the case's that a bug may
-    use in place of it (the rules only: an explicit mask is used as it is)."""
-    if p["mask"] != "none":
-        return {}
+    """{name: Story}: visibilities other than the case's that a bug may use in place of
+    it (the rules only: an explicit mask is used as it is), and the variants of the
+    backward that apply to the case."""
     off, (lo, hi) = offset(p), band(p)
     found = {}
+    H, Hkv = p["heads"], p["kv_heads"]
+    if 1 < Hkv < H:  # with one key/value head, or as many as query heads, h % Hkv is right
+        found["gqa_interleaved"] = Story(
+            "query head h reading key/value head h % Hkv", off, lo, hi,
+            Variant(kv_interleaved=True))
+    if p["softcap"] > 0:  # P is the same: the saved statistics hold
+        found["softcap_at_capped"] = Story(
+            "the softcap derivative at the capped score", off, lo, hi,
+            Variant(softcap_at_capped=True), fresh=False)
+    dt = mk.DTYPES[p["dtype"]]
+    if dt.itemsize < 4:
+        for rounding, how in (("once", "rounded to"), ("product", "formed in")):
+            name = "scores_16bit" + ("" if rounding == "once" else "_product")
+            found[name] = Story(f"the scores {how} {p['dtype']}", off, lo, hi,
+                                Variant(scores_dtype=dt, scores_rounding=rounding))
+    if p["mask"] != "none":
+        return found
+    if p["packing"] == "packed_padded":  # padding rows have lse = -inf: saved, P = 0
+        found["padding_sees_padding"] = Story(
+            "padding tokens seeing each other", off, lo, hi,
+            Variant(padding_sees_padding=True), saved=False)
     if p["seq_q"] != p["seq_k"] and (lo is not None or hi is not None):
         other = "top_left" if p["align"] == "bottom_right" else "bottom_right"
-        found["other_corner"] = ("the visibility of the other causal corner",
-                                 offset(p, other), lo, hi)
+        found["other_corner"] = Story("the visibility of the other causal corner",
+                                      offset(p, other), lo, hi)
     if p["window_left"] >= 0:
-        found["window_edge_left_in"] = ("the window one key narrower on the left", off,
-                                        lo + 1, hi)
-        found["window_edge_left_out"] = ("the window one key wider on the left", off,
-                                         lo - 1, hi)
+        found["window_edge_left_in"] = Story("the window one key narrower on the left", off,
+                                             lo + 1, hi)
+        found["window_edge_left_out"] = Story("the window one key wider on the left", off,
+                                              lo - 1, hi)
     if p["window_right"] >= 0:
-        found["window_edge_right_in"] = ("the window one key narrower on the right", off,
-                                         lo, hi - 1)
-        found["window_edge_right_out"] = ("the window one key wider on the right", off,
-                                          lo, hi + 1)
+        found["window_edge_right_in"] = Story("the window one key narrower on the right",
+                                              off, lo, hi - 1)
+        found["window_edge_right_out"] = Story("the window one key wider on the right",
+                                               off, lo, hi + 1)
     return found
 
 
@@ -388,17 +269,21 @@ def terms(p: Mapping, t: Mapping, attrs: Mapping, ev: Evidence) -> dict:
             found[o].append(Term("gqa_first_head", "the other query heads' share of the group",
                                  res["first_head"][o] - base[o]))
     hypotheses = _hypotheses(p)
-    if hypotheses:
+    if any(h.fresh for h in hypotheses.values()):
         # the same with the forward recomputed: minus the case's own recomputed backward
         # (the golden, up to float64 rounding), not the saved statistics' one
         fresh = saved_backward(p, t, attrs, offset(p), *band(p), recompute=True)["rows"]
-    for name, (words, off, lo, hi) in hypotheses.items():
-        other = saved_backward(p, t, attrs, off, lo, hi)["rows"]
-        other_fresh = saved_backward(p, t, attrs, off, lo, hi, recompute=True)["rows"]
-        for o in wrong:
-            found[o].append(Term(name, words, other[o] - base[o]))
-            found[o].append(Term(f"{name}_forward", f"{words}, the forward's as well",
-                                 other_fresh[o] - fresh[o]))
+    for name, h in hypotheses.items():
+        if h.saved:
+            other = saved_backward(p, t, attrs, h.off, h.lo, h.hi, variant=h.variant)["rows"]
+            for o in wrong:
+                found[o].append(Term(name, h.words, other[o] - base[o]))
+        if h.fresh:
+            other = saved_backward(p, t, attrs, h.off, h.lo, h.hi, recompute=True,
+                                   variant=h.variant)["rows"]
+            for o in wrong:
+                found[o].append(Term(f"{name}_forward", f"{h.words}, the forward's as well",
+                                     other[o] - fresh[o]))
     return found
 
 
@@ -438,6 +323,11 @@ CAUSES = (
     CauseSpec(C.GQA_GROUP_SUM, "grouped-query dk/dv not summed over the group",
               "dk, dv of a key/value head are sums over all H / Hkv query heads that read it",
               requires=lambda f: f["grouped"]),
+    CauseSpec(C.GQA_INTERLEAVED, "grouped-query heads interleaved: query head h reads "
+              "key/value head h % Hkv, not h // (H / Hkv)",
+              "the H / Hkv query heads of a group are consecutive: key/value head h // "
+              "(H / Hkv), in the loads and in the sums of dk and dv",
+              requires=lambda f: f["grouped"]),
     CauseSpec(C.DS_SCALE_MISSING, "softmax scale missing in dS (dq, dk)",
               "dQ = scale dS K and dK = scale dSᵀ Q: the scale of S = scale Q Kᵀ comes back",
               requires=lambda f: f["scaled"]),
@@ -452,6 +342,21 @@ CAUSES = (
     CauseSpec(C.EMPTY_ROWS_NAN, "rows that see no key give NaN (lse = -inf unguarded)",
               "exp(S - lse) with lse = -inf: read it as +inf (P = 0), or guard the row",
               requires=lambda f: f["empty_rows"]),
+    CauseSpec(C.EMPTY_ROWS_GRAD, "rows that see no key get a non-zero gradient",
+              "a query that sees no key has P = 0: its dq is 0 and it adds nothing to dk, "
+              "dv (a row max or sum of a fully masked row used as if it were finite)",
+              requires=lambda f: f["empty_rows"]),
+    CauseSpec(C.PADDING_SEEN, "padding tokens attend to each other (the packing rule "
+              "without its padding guard)",
+              "a packed token sees the keys of its own sequence: seg[i] == seg[j] and seg[i] "
+              ">= 0; padding (id -1) sees nothing", requires=lambda f: f["packed"]),
+    CauseSpec(C.SOFTCAP_AT_CAPPED, "softcap derivative taken at the capped score",
+              "dS0 = dS (1 - tanh^2(S0 / c)) at the raw score S0 = scale Q K^T, not "
+              "1 - tanh^2(S) at the capped S = c tanh(S0 / c)",
+              requires=lambda f: f["softcap"]),
+    CauseSpec(C.SCORES_16BIT, "the scores S = scale Q K^T rounded to the 16-bit input dtype",
+              "form the scores in fp32 (the product's accumulator and the scale) before "
+              "the softmax", requires=lambda f: f["low_precision"]),
     CauseSpec(C.DK_DV_SWAPPED, "dk and dv swapped",
               "the output pointers or the order of the returned gradients"),
     CauseSpec(C.KEY_TAIL, f"the last, partial key block of {BLOCK_K} mishandled",
@@ -469,12 +374,17 @@ CAUSES = (
     stride=lambda f: True, first_index=lambda f: True, last_index=lambda f: True,
     one_index=lambda f: True, precision=lambda f: f["low_precision"])
 
-# Order: the exact term fits first, then the positions (the period search); the generic
-# rules name their causes only when none of these holds.
+# Order: the exact term fits first, then the checked hypotheses, then the positions (the
+# rows that see no key, the period search); the generic rules name their causes only when
+# none of these holds.
 OWN_RULES = (
     Rule(C.DK_DV_SWAPPED, lambda e: e.explains("dk", "swap", 1.0)
          and e.explains("dv", "swap", 1.0)),
     Rule(C.GQA_GROUP_SUM, _any("gqa_first_head", ("dk", "dv"))),
+    Rule(C.GQA_INTERLEAVED, _any("gqa_interleaved")),
+    Rule(C.SOFTCAP_AT_CAPPED, _any("softcap_at_capped", ("dq", "dk"))),
+    Rule(C.PADDING_SEEN, _any("padding_sees_padding")),
+    Rule(C.SCORES_16BIT, _any("scores_16bit")),
     Rule(C.DS_SCALE_TWICE, _any("scale_twice", ("dq", "dk"))),
     Rule(C.DS_SCALE_MISSING, _any("scale_missing", ("dq", "dk"))),
     Rule(C.D_MISSING, _any("d_missing", ("dq", "dk"))),
@@ -509,7 +419,12 @@ CHECKED = Hypotheses(
            "dv": "Pd^T dO (dv itself)"},
     golden_terms=_golden_terms)
 CAUSES += CHECKED.causes
-RULES = ordered(OWN_RULES, CHECKED.rules, (precision_rule("low_precision"),) + GENERIC_RULES)
+# a region rule: only where no story explains the error (a gradient on rows that see no
+# key is what padding seeing padding gives too, and that story names it better)
+EMPTY_ROWS_GRAD = Rule(C.EMPTY_ROWS_GRAD, lambda e: e.finite("dq")
+                       and e.at("dq", "empty_rows") is not None)
+RULES = ordered(OWN_RULES, CHECKED.rules,
+                (EMPTY_ROWS_GRAD, precision_rule("low_precision")) + GENERIC_RULES)
 
 SPEC = DiagnosisSpec(causes=CAUSES, rules=RULES, features=FEATURES,
                      case_features=case_features, regions=regions, terms=terms,

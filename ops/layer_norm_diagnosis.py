@@ -30,6 +30,10 @@ from bwd_suite.suite.diagnosis import (GENERIC_RULES, CauseSpec, DiagnosisSpec, 
                                        ordered, precision_rule)
 from bwd_suite.suite.inputs import DTYPES
 
+# the eps a backward that recomputes the statistics is likely to take (the contract passes
+# none): PyTorch's default
+DEFAULT_EPS = 1e-5
+
 # ---------------------------------------------------------------- case features
 
 def case_features(p: Mapping) -> dict:
@@ -203,6 +207,9 @@ def _perturbed(p: Mapping, t: Mapping, attrs: Mapping, base: Mapping) -> dict:
     xhat = (x - mean[:, None]) * r
     g = dy * gamma if gamma is not None else dy
     found = {"rstd_missing": {"dx": base["dx"] / r}}
+    if p["eps"] != DEFAULT_EPS:
+        mean_d, rstd_d = golden.statistics(x, DEFAULT_EPS)
+        found["stats_default_eps"] = _golden(t, mean=mean_d, rstd=rstd_d)
     if N > 1:
         found["means_n_minus_1"] = {"dx": r * (g - g.sum(-1, keepdim=True) / (N - 1) - xhat * (
             g * xhat).sum(-1, keepdim=True) / (N - 1))}
@@ -231,7 +238,9 @@ CHECKED = Hypotheses(
                 "mean_g_over_rows": "with mean(g) taken over the rows (per column)",
                 "dot_over_rows": "with mean(g * xhat) taken over the rows (per column)",
                 "gamma_twice": "with gamma applied twice (dy * gamma where dy belongs)",
-                "dgamma_raw_x": "with dgamma summed over dy * x, not dy * xhat"},
+                "dgamma_raw_x": "with dgamma summed over dy * x, not dy * xhat",
+                "stats_default_eps": "with mean and rstd recomputed from x with eps = 1e-5 "
+                                     "(PyTorch's default), not the saved ones"},
     perturbed=_perturbed)
 CAUSES += CHECKED.causes
 

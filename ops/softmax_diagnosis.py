@@ -151,8 +151,9 @@ def _golden_terms(p: Mapping, t: Mapping, attrs: Mapping) -> dict:
 
 
 def _perturbed(p: Mapping, t: Mapping, attrs: Mapping, base: Mapping) -> dict:
-    """dx with the keep mask ignored (the scale kept), and with the row dot taken over
-    the rows (per column) instead."""
+    """dx with the keep mask ignored (the scale kept), with the row dot taken over the
+    rows (per column) instead, and with the mask and scale applied to y instead of dy
+    (y taken for the dropout's output: the softmax backward of y * mask * scale at dy)."""
     y, mask, scale = t["y"], t["mask"], attrs["scale"]
     found = {}
     if y.shape[0] > 1:
@@ -161,6 +162,7 @@ def _perturbed(p: Mapping, t: Mapping, attrs: Mapping, base: Mapping) -> dict:
     if mask is not None:
         found["mask_ignored"] = golden.backward(y, t["dy"], mask=torch.ones_like(mask),
                                                 scale=scale)
+        found["dropout_on_y"] = golden.backward(y * mask.to(y.dtype) * scale, t["dy"])
     return found
 
 
@@ -171,7 +173,9 @@ CHECKED = Hypotheses(
     attributes={"mask_ignored": "with the keep mask ignored (every element kept, the "
                                 "scale applied)",
                 "dot_over_rows": "with the row dot sum(g * y) taken over the rows (per "
-                                 "column)"},
+                                 "column)",
+                "dropout_on_y": "with the keep mask and scale applied to y instead of dy "
+                                "(y taken for the dropout's output)"},
     perturbed=_perturbed)
 CAUSES += CHECKED.causes
 

@@ -1,5 +1,5 @@
 """The attention mutant zoo (kernels/mutants/attention.py) and its diagnosis
-(ops/attention_diagnosis.py):
+(ops/attention_diagnosis.py, its float64 backward ops/attention_saved_backward.py):
 
 1. the model without a bug equals the float64 golden on small shapes of every feature
    (alignments, windows, softcap, masks, dropout, packing, grouped heads, rows without a
@@ -20,7 +20,7 @@ import torch
 
 from bwd_suite.golden import attention as golden
 from bwd_suite.kernels.mutants import attention as zoo
-from bwd_suite.ops import attention_diagnosis as diag
+from bwd_suite.ops import attention_saved_backward as sb
 from bwd_suite.ops.attention_causes import BLOCK_K
 from bwd_suite.suite import registry
 from bwd_suite.suite.cases import Case, load_cases
@@ -86,7 +86,7 @@ def test_the_model_without_a_bug_equals_the_golden(name):
         err = rel_err(out[o].double(), gold[o])
         assert err < 2e-5, (o, err)
     # a query that sees no key has a zero gradient (not NaN, not noise)
-    empty = ~diag.seen_rows(p, inp.tensors).unsqueeze(-1).expand_as(out["dq"])
+    empty = ~sb.seen_rows(p, inp.tensors).unsqueeze(-1).expand_as(out["dq"])
     assert bool((out["dq"][empty] == 0).all())
 
 
@@ -159,7 +159,7 @@ def test_the_dropped_key_block_leaves_whole_blocks_alone_and_its_keys_unwritten(
 def test_nan_rows_only_where_a_query_sees_no_key():
     p, inp = inputs(**FEATURES["empty-rows-bottom-right"])
     bad = call(inp, p, {Bug.EMPTY_ROWS_NAN})
-    empty = ~diag.seen_rows(p, inp.tensors)[0, 0]  # (Tq,): the first 24 queries
+    empty = ~sb.seen_rows(p, inp.tensors)[0, 0]  # (Tq,): the first 24 queries
     nan_rows = torch.isnan(bad["dq"]).any(-1).any(0).any(0)
     assert bool(nan_rows.any()) and bool((nan_rows <= empty).all())
     clean, bad = changed(Bug.EMPTY_ROWS_NAN, **FEATURES["causal-square"])
@@ -195,7 +195,7 @@ def test_the_saved_statistics_backward_equals_the_golden(name):
     t64 = {k: to64(v) for k, v in inp.tensors.items()}
     gold = truth(inp)
     for recompute in (False, True):
-        got = diag.saved_backward(p, t64, inp.attrs, diag.offset(p), *diag.band(p),
+        got = sb.saved_backward(p, t64, inp.attrs, sb.offset(p), *sb.band(p),
                                   recompute=recompute)["rows"]
         for o in gold:
             err = rel_err(got[o], gold[o])
@@ -221,9 +221,9 @@ def test_rows_without_a_key_in_closed_form():
                FEATURES["packed-padded"], FEATURES["bool-mask"]):
         p, inp = inputs(**kw)
         t64 = {k: to64(v) for k, v in inp.tensors.items()}
-        seen, _ = diag.visibility(p, t64, 0, slice(0, 1), diag.offset(p), *diag.band(p))
+        seen, _ = sb.visibility(p, t64, 0, slice(0, 1), sb.offset(p), *sb.band(p))
         expect = seen.any(-1)[0]
-        got = diag.seen_rows(p, inp.tensors)
+        got = sb.seen_rows(p, inp.tensors)
         assert torch.equal(got[0, 0], expect), kw
 
 

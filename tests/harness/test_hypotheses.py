@@ -86,6 +86,21 @@ def softmax_stored_one_column_late(*, y, dy, mask, scale, out):
     out["dx"][:, 1:] = dx[:, :-1]  # the store offset off by one
 
 
+def softmax_dropout_on_y(*, y, dy, mask, scale, out):
+    """y taken for the dropout's output: the mask and scale go on y, dy is used as is."""
+    yf = y.float() * mask * scale
+    g = dy.float()
+    out["dx"].copy_(yf * (g - (g * yf).sum(-1, keepdim=True)))
+
+
+def ln_stats_eps_1e5(*, x, dy, gamma, mean, rstd, out):
+    """mean and rstd recomputed from x with eps = 1e-5, the saved ones unused."""
+    xf = x.float()
+    mu = xf.mean(-1)
+    r = torch.rsqrt(((xf - mu[:, None]) ** 2).mean(-1) + 1e-5)
+    _ln(x, dy, gamma, mu, r, out)
+
+
 def _ln(x, dy, gamma, mean, rstd, out, *, rstd_factor=True, mean_g=True, dot_sign=1.0):
     xf, r = x.float(), rstd[:, None]
     xhat = (xf - mean[:, None]) * r
@@ -146,6 +161,12 @@ def attention_no_softcap_derivative(*, q, k, v, o, lse, dout, seq_idx, attn_mask
      "term_missing:rowsum", "error = -1.00 x the term y * rowsum(y * g)"),
     ("softmax", softmax_stored_one_column_late, dict(rows=13, length=100, dtype="float32"),
      "index_shifted", "dx = the golden one column behind (column i - 1)"),
+    ("softmax", softmax_dropout_on_y,
+     dict(rows=13, length=100, dtype="float32", dropout=True, p=0.1),
+     "attribute:dropout_on_y", "dx computed with the keep mask and scale applied to y"),
+    ("layer_norm", ln_stats_eps_1e5,
+     dict(rows=13, hidden=100, dtype="float32", eps=1e-3, x_std=1e-3),
+     "attribute:stats_default_eps", "dx computed with mean and rstd recomputed from x"),
     ("layer_norm", ln_no_mean_g, dict(rows=13, hidden=100, dtype="float32"),
      "term_missing:mean_g", "error = -1.00 x the term rstd * mean(g)"),
     ("layer_norm", ln_dot_sign_flipped, dict(rows=13, hidden=100, dtype="float32"),
