@@ -236,7 +236,8 @@ def terms(p: Mapping, t: Mapping, attrs: Mapping, ev: Evidence) -> dict:
     for o, ts in _layout_terms(p, t, attrs, base, wrong).items():
         found[o] += ts
     M = p["m"]
-    for m_kept in sorted({M - M % tile for tile in ROW_TILES if 0 < M - M % tile < M}):
+    tiled = sorted({M - M % tile for tile in ROW_TILES if 0 < M - M % tile < M})
+    for m_kept in tiled if wrong & {"dw", "db"} else ():
         head = dict(t, dy=t["dy"].clone())
         head["dy"][m_kept:] = 0
         other = _backward(p, head, attrs)
