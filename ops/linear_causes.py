@@ -27,3 +27,5 @@ class Cause(enum.Enum):
     DB_UNWRITTEN = "db_unwritten"
     WGRAD_PREACTIVATION = "wgrad_preactivation"
     SCALED = "grad_scaled"
+    DB_NO_DERIVATIVE = "db_no_derivative"
+    Z_WITHOUT_BIAS = "preactivation_without_bias"

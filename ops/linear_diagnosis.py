@@ -10,7 +10,10 @@ Terms are the float64 backward under the hypothesis of each bug minus the golden
     dw stored transposed (dWᵀ in dw's memory order); db summed over the columns (row j's
     sum, 0 past M); the derivative taken at the activation's output; the other GELU
     form's derivative; dx without the derivative; dw from x instead of act(x); db summed
-    in the case dtype row after row.
+    in the case dtype row after row; db as the sum of dY where it sums dZ; Z recomputed
+    without the bias; a transposed input read as row-major from its storage; dw and db
+    over the whole row tiles only (the last M % T rows left out); dw accumulated in the
+    case dtype, a partial of every few rows added at a time.
 
 The causes and the alignment they are stated in are in ops/linear_causes.py, shared with
 the mutants that plant them.
@@ -24,15 +27,24 @@ import torch
 
 from bwd_suite.golden import linear as golden
 from bwd_suite.ops.linear_causes import ALIGN, Cause
-from bwd_suite.suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, CauseSpec,
-                                       DiagnosisSpec, Evidence, Feature, Rule, Term,
-                                       fallback, generic_causes)
+from bwd_suite.suite.diagnosis import (COEF_TOL, EXACT_RESIDUAL, GENERIC_RULES, MIN_SCALED,
+                                       CauseSpec, DiagnosisSpec, Evidence, Feature, Generic,
+                                       Rule, Term, fallback, generic_causes)
 
 F64 = torch.float64
 OUTPUTS = ("dx", "dw", "db")
 # elements of dx (M K) up to which the terms are computed (each a float64 backward)
 MAX_TERM_ELEMENTS = 1 << 22
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+# row tiles whose last, partial tile a sum over M may leave out (the tile sizes of GEMMs)
+ROW_TILES = (8, 16, 32, 64, 128)
+# rows per partial of a dw accumulated in the dtype (1: row by row; more: split-K slices)
+PARTIAL_ROWS = (1, 8, 16, 32, 64, 128)
+# M N K up to which the 16-bit dw sums are computed (one float64 GEMM slice per partial)
+MAX_SPLIT_WORK = 1 << 26
+# the inputs a port may read ignoring their layout, by the flag that transposes them (the
+# saved z is stored like dy, a like x)
+LAYOUT_FLAGS = {"x": "x_t", "a": "x_t", "w": "w_t", "dy": "dy_t", "z": "dy_t"}
 
 
 # ---------------------------------------------------------------- case features
@@ -130,6 +142,44 @@ def _summed(t: Mapping, attrs: Mapping) -> torch.Tensor:
     return t["dy"] * golden.act_grad(pre, attrs["activation"], attrs["approximate"])
 
 
+def _read_row_major(v: torch.Tensor) -> torch.Tensor:
+    """A column-major (R, C) tensor's storage read as row-major (R, C)."""
+    return v.t().contiguous().reshape(v.shape)
+
+
+def _layout_terms(p: Mapping, t: Mapping, attrs: Mapping, base: dict, wrong: set) -> dict:
+    """{output: [Term]}: the backward with transposed inputs read row-major from their
+    storage (a kernel that takes a data pointer and ignores the strides): each alone, the
+    pairs stored alike (dy and z, x and a), and all of them."""
+    names = [n for n, flag in LAYOUT_FLAGS.items() if p[flag] and t.get(n) is not None]
+    pairs = [[n for n in names if LAYOUT_FLAGS[n] == flag] for flag in ("x_t", "dy_t")]
+    groups = {tuple(g) for g in [[n] for n in names] + pairs + [names] if g}
+    found = {o: [] for o in wrong}
+    for group in sorted(groups):
+        other = _backward(p, dict(t, **{n: _read_row_major(t[n]) for n in group}), attrs)
+        for o in wrong & set(other):
+            found[o].append(Term("layout_" + "_".join(group), f"{', '.join(group)} read as "
+                                 "row-major from storage", other[o] - base[o]))
+    return found
+
+
+def _wgrad_factors(t: Mapping, attrs: Mapping) -> tuple:
+    """(L, R) with dw = Lᵀ R: dZ and x after the GEMM, dY and act(x) on the input."""
+    if attrs["act_at"] == "input" and attrs["activation"] != "none":
+        a = t["a"] if t.get("a") is not None else golden.act(t["x"], attrs["activation"],
+                                                              attrs["approximate"])
+        return t["dy"], a
+    return _summed(t, attrs), t["x"]
+
+
+def _low_precision_dw(left: torch.Tensor, right: torch.Tensor, dt, rows: int) -> torch.Tensor:
+    """dw = leftᵀ right with a `dt` accumulator, a partial of `rows` rows added at a time."""
+    acc = torch.zeros(left.shape[1], right.shape[1], dtype=dt, device=left.device)
+    for r in range(0, left.shape[0], rows):
+        acc = (acc.to(F64) + left[r:r + rows].t() @ right[r:r + rows]).to(dt)
+    return acc.to(F64)
+
+
 def terms(p: Mapping, t: Mapping, attrs: Mapping, ev: Evidence) -> dict:
     """Every term of the wrong, finite outputs (an unwritten or NaN output has none)."""
     wrong = set(ev.wrong) - set(ev.nonfinite)
@@ -173,6 +223,35 @@ def terms(p: Mapping, t: Mapping, attrs: Mapping, ev: Evidence) -> dict:
         if "dw" in wrong and attrs["act_at"] == "input":
             found["dw"].append(Term("wgrad_preactivation", "dw from x, not act(x)",
                                     t["dy"].t() @ t["x"] - base["dw"]))
+        if attrs["act_at"] == "output":
+            if "db" in wrong:
+                found["db"].append(Term("db_no_derivative", "db = Σ dY, not Σ dZ",
+                                        t["dy"].sum(0) - base["db"]))
+            if t.get("bias") is not None:
+                z0 = golden.preactivation(t["x"], t["w"], None)
+                other = _backward(p, t, attrs, z=z0)
+                for o in wrong & set(other):
+                    found[o].append(Term("z_without_bias", "act' at Z recomputed without "
+                                         "the bias", other[o] - base[o]))
+    for o, ts in _layout_terms(p, t, attrs, base, wrong).items():
+        found[o] += ts
+    M = p["m"]
+    tiled = sorted({M - M % tile for tile in ROW_TILES if 0 < M - M % tile < M})
+    for m_kept in tiled if wrong & {"dw", "db"} else ():
+        head = dict(t, dy=t["dy"].clone())
+        head["dy"][m_kept:] = 0
+        other = _backward(p, head, attrs)
+        for o in wrong & {"dw", "db"} & set(other):
+            found[o].append(Term(f"rows_tail_{m_kept}", f"{o} over the first {m_kept} "
+                                 "rows only", other[o] - base[o]))
+    dt = DTYPES[p["dtype"]]
+    if "dw" in wrong and dt != torch.float32 and M * p["n"] * p["k"] <= MAX_SPLIT_WORK:
+        left, right = _wgrad_factors(t, attrs)
+        for rows in PARTIAL_ROWS:
+            if rows == 1 or rows < M:
+                found["dw"].append(Term(f"dw_low_precision_{rows}", f"dw accumulated in "
+                                        f"the dtype, {rows} rows a partial",
+                                        _low_precision_dw(left, right, dt, rows) - base["dw"]))
     return found
 
 
@@ -196,10 +275,16 @@ def _db_low_precision(e: Evidence) -> bool:
 
 
 def _scaled(e: Evidence) -> bool:
-    """A wrong output is c x itself for some c (not ~0, not -1), exactly."""
-    return any(e.finite(o) and any(abs(t.coef) > COEF_TOL and abs(t.coef + 1) > COEF_TOL
-                                   and t.residual <= EXACT_RESIDUAL
-                                   for t in e.fit(o, "scaled")) for o in OUTPUTS)
+    """A wrong output of MIN_SCALED elements or more is c x itself for some c (not ~0,
+    not -1), exactly (on fewer, any error is some multiple of the output)."""
+    return any(e.finite(o) and e.wrong_counts.get(o, (0, 0))[1] >= MIN_SCALED and any(
+        abs(t.coef) > COEF_TOL and abs(t.coef + 1) > COEF_TOL and t.residual <= EXACT_RESIDUAL
+        for t in e.fit(o, "scaled")) for o in OUTPUTS)
+
+
+def _dw_low_precision(e: Evidence) -> bool:
+    """dw alone wrong, and as a sum in the dtype of partials of some rows."""
+    return e.only("dw") and e.explains("dw", "dw_low_precision", 1.0)
 
 
 C = Cause
@@ -214,7 +299,7 @@ CAUSES = (
     CauseSpec(C.DERIVATIVE_AT_OUTPUT, "the activation's derivative taken at its output",
               "act' is evaluated at the activation's input (Z, or x on the input side): the "
               "saved pre-activation, not Y", requires=lambda f: f["smooth"]),
-    CauseSpec(C.GELU_FORM, "the other GELU form's derivative (tanh for erf)",
+    CauseSpec(C.GELU_FORM, "the other GELU form's derivative (tanh for erf, or erf for tanh)",
               "approximate = none is the erf GELU; cuBLASLt's DGELU and PyTorch's CUDA GELU "
               "epilogue are the tanh form", requires=lambda f: f["gelu"]),
     CauseSpec(C.DX_NO_DERIVATIVE, "dx without the activation's derivative",
@@ -233,10 +318,16 @@ CAUSES = (
               requires=lambda f: f["act_input"]),
     CauseSpec(C.SCALED, "a gradient off by a constant factor",
               "every constant factor: alpha of the GEMMs, a 1/M of a mean"),
+    CauseSpec(C.DB_NO_DERIVATIVE, "db without the activation's derivative (Σ dY, not Σ dZ)",
+              "after the GEMM the bias is inside the activation: db sums dZ = dY act'(Z), "
+              "the same tensor both GEMMs read", requires=lambda f: f["act_output"] and f["bias"]),
+    CauseSpec(C.Z_WITHOUT_BIAS, "the pre-activation recomputed without the bias",
+              "a recomputed Z is x wᵀ + b: the bias enters act'(Z) as well as db",
+              requires=lambda f: f["act_output"] and f["bias"]),
 ) + generic_causes(
     remainder=lambda f: True, tile_offset=lambda f: True, tile_position=lambda f: True,
     stride=lambda f: f["matrix_w"], first_index=lambda f: True, last_index=lambda f: True,
-    one_index=lambda f: True)
+    one_index=lambda f: True, precision=lambda f: f["low_precision"])
 
 # Order: the exact term fits first; the generic rules only where none of these holds.
 OWN_RULES = (
@@ -247,6 +338,11 @@ OWN_RULES = (
     Rule(C.DERIVATIVE_AT_OUTPUT, _any("derivative_at_output")),
     Rule(C.DX_NO_DERIVATIVE, lambda e: e.explains("dx", "dx_no_derivative", 1.0)),
     Rule(C.WGRAD_PREACTIVATION, lambda e: e.explains("dw", "wgrad_preactivation", 1.0)),
+    Rule(C.DB_NO_DERIVATIVE, lambda e: e.explains("db", "db_no_derivative", 1.0)),
+    Rule(C.Z_WITHOUT_BIAS, _any("z_without_bias")),
+    Rule(Generic.STRIDE, _any("layout")),
+    Rule(Generic.REMAINDER, _any("rows_tail", ("dw", "db"))),
+    Rule(Generic.PRECISION, _dw_low_precision),
     Rule(C.DB_LOW_PRECISION, _db_low_precision),
     Rule(C.SCALED, _scaled),
 )

@@ -37,7 +37,7 @@ from bwd_suite.suite.diagnosis.evidence import (COEF_TOL, EXACT_RESIDUAL, PARTIA
                                                 Evidence, Rule, candidates)
 from bwd_suite.suite.diagnosis.generic import GENERIC_RULES, Generic, along_axis, fallback, \
     generic_causes, precision_rule
-from bwd_suite.suite.diagnosis.hypotheses import Hypotheses, IndexCause, ordered
+from bwd_suite.suite.diagnosis.hypotheses import MIN_SCALED, Hypotheses, IndexCause, ordered
 from bwd_suite.suite.diagnosis.localisation import diagnose_item
 from bwd_suite.suite.diagnosis.measurements import Location, TermFit, fit_term, locate
 from bwd_suite.suite.diagnosis.period_search import axis_patterns
@@ -49,7 +49,7 @@ __all__ = [
     "DiagnosisSpec", "CauseSpec", "Feature", "Region", "Term", "Rule", "Evidence",
     "COEF_TOL", "EXACT_RESIDUAL", "PARTIAL_RESIDUAL",
     "Generic", "GENERIC_RULES", "generic_causes", "fallback", "along_axis", "precision_rule",
-    "Hypotheses", "IndexCause", "ordered",
+    "Hypotheses", "IndexCause", "ordered", "MIN_SCALED",
     # per item (suite/runner.py) and its measurements (tests)
     "diagnose_item", "Location", "TermFit", "locate", "fit_term", "AxisPattern",
     "axis_patterns", "remainder_periods", "candidates",

@@ -1,0 +1,1 @@
+"""Linear backward ports from docs/ops/linear.md and golden/linear.py, one bug each."""
