@@ -6,7 +6,9 @@ optimizer), each measured on its own pass of whole steps so that no tool slows a
 - FLOPs: torch.utils.flop_counter.FlopCounterMode around each stage of one step: exact
   counts of the matrix products and convolutions (its formulas; elementwise work counts
   nothing), and per module for the forward, so that the FLOPs a checkpointed layer
-  recomputes in the backward can be checked exactly (`recomputed`);
+  recomputes in the backward can be checked exactly (`recomputed`); an op's backward
+  that runs no aten op (a compiled kernel) counts its op's own FLOPs (OpSpec.flops,
+  elementwise work included: backends.unseen_flops);
 - launches: the CUDA profiler around each stage of one step, kernels only
   (suite/launches.py's count; memcpy and memset left out); none on a CPU.
 """
@@ -23,6 +25,7 @@ from typing import Callable, Optional
 import torch
 
 from bwd_suite.suite.launches import count_kernels
+from bwd_suite.suite.step.backends import unseen_flops
 
 STAGES = ("forward", "loss", "backward", "optimizer")
 
@@ -60,9 +63,9 @@ class _Flops:
     def __call__(self, name: str):
         from torch.utils.flop_counter import FlopCounterMode
 
-        with FlopCounterMode(display=False) as counter:
+        with FlopCounterMode(display=False) as counter, unseen_flops(counter) as unseen:
             yield
-        self.total[name] = self.total.get(name, 0) + counter.get_total_flops()
+        self.total[name] = self.total.get(name, 0) + counter.get_total_flops() + unseen[0]
         if name == "forward":
             for module, ops in counter.get_flop_counts().items():
                 self.modules[module] = self.modules.get(module, 0) + sum(ops.values())
