@@ -16,7 +16,6 @@ formula, chosen and called the same way.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
@@ -166,7 +165,7 @@ class Backends:
                              for k, v in inputs.tensors.items()}, inputs.attrs)
         # grad mode as the harness calls them (a node's forward and backward run without
         # it): eager implementations run autograd inside (torch_ref's cross entropy)
-        watch = _UNSEEN.get()
+        watch = _UNSEEN[-1] if _UNSEEN else None
         before = watch[0].get_total_flops() if watch else 0
         with torch.enable_grad():
             if choice.name == GOLDEN:
@@ -185,8 +184,9 @@ class Backends:
 # the op's own count (OpSpec.flops, its roofline's) is added instead (suite/step/stages.py).
 # PyTorch's own (and outside ones) are left to the counter: an elementwise-only backward
 # moves it by nothing, rightly.
+# A module global, not a context variable: autograd runs a CUDA backward on its own thread.
 COMPILED = ("ours", "vendor")
-_UNSEEN = contextvars.ContextVar("unseen_flops", default=None)
+_UNSEEN: list = []  # [(counter, box)] while counting
 
 
 @contextlib.contextmanager
@@ -194,11 +194,11 @@ def unseen_flops(counter):
     """Within: the op FLOPs of calls `counter` (a FlopCounterMode) did not count, in
     box[0]."""
     box = [0]
-    token = _UNSEEN.set((counter, box))
+    _UNSEEN.append((counter, box))
     try:
         yield box
     finally:
-        _UNSEEN.reset(token)
+        _UNSEEN.pop()
 
 
 def golden_backends(ops: tuple, local_ops: Mapping, device) -> Backends:
