@@ -81,8 +81,11 @@ def main(argv=None) -> int:
                     help="exit 1 when a count differs from the manifest's ci field")
     ap.add_argument("--smallest", action="store_true",
                     help="print each port's smallest catching ci case (catching.toml)")
+    ap.add_argument("--manifest", type=Path, default=None,
+                    help="another manifest of the same form (the held-out ports)")
     args = ap.parse_args(argv)
-    ports = manifest_ports(args.op, args.port)
+    ports = manifest_ports(args.op, args.port, **({"path": args.manifest} if args.manifest
+                                                  else {}))
     if args.smallest:
         import torch
 

@@ -61,9 +61,13 @@ def main(argv=None) -> int:
     ap.add_argument("--port", action="append", help="a port's name (repeatable)")
     ap.add_argument("--guards", action="store_true",
                     help="print the regression guard's cases (TOML)")
+    ap.add_argument("--manifest", type=Path, default=MANIFEST,
+                    help="the ports (default: the frozen ports' manifest.toml)")
+    ap.add_argument("--causes", type=Path, default=CAUSES,
+                    help="the causes accepted per port (default: port_causes.toml)")
     args = ap.parse_args(argv)
-    accepted = load(CAUSES)
-    ports = [p for p in load(MANIFEST)["port"] if (not args.op or p["op"] == args.op)
+    accepted = load(args.causes)
+    ports = [p for p in load(args.manifest)["port"] if (not args.op or p["op"] == args.op)
              and (not args.port or p["name"] in args.port)]
     torch.set_num_threads(1)  # as `run` on a CPU: tiny tensors, a busy machine
     cpu = torch.device("cpu")

@@ -10,9 +10,10 @@ from typing import Optional
 MANIFEST = Path(__file__).with_name("manifest.toml")
 
 
-def ports(op: Optional[str] = None, names=None) -> list[dict]:
-    """The manifest's ports (of `op`, or named), in its order."""
-    with open(MANIFEST, "rb") as f:
+def ports(op: Optional[str] = None, names=None, path: Path = MANIFEST) -> list[dict]:
+    """The manifest's ports (of `op`, or named), in its order; `path`: another manifest of
+    the same form (the held-out ports)."""
+    with open(path, "rb") as f:
         found = tomllib.load(f)["port"]
     return [p for p in found if (op is None or p["op"] == op)
             and (not names or p["name"] in names)]
