@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call for the training-step scenarios (docs/step.md), in steps bounded so the call
-# ends by DEADLINE seconds (default 470: under 8 minutes with the machine's start):
+# ends by DEADLINE seconds (default 560: within one 10-minute device command):
 #   build   our CUDA extensions (conv1d, LayerNorm, cross entropy, AdamW, linear), in the
 #           background
 #   ci      the ci scenarios (tiny models, every check) under eager PyTorch and our kernels:
@@ -11,14 +11,16 @@
 #           ledgered
 #   ours    the same with our kernels (linear: cuBLASLt with its epilogues; attention stays
 #           eager: the suite has no kernel of its own for it)
+#   native  the gpu scenarios under PyTorch's own autograd (F.layer_norm, SDPA: the baseline
+#           without the op contract), every check, timed
 #   report  one HTML page of both, and the tables for BENCHMARKS.md (scripts/step_summary.py)
-#   device run: [DEADLINE=470] [STEPS="ci eager ours"] [TIMED=3] bash scripts/gpu_step.sh
+#   device run: [DEADLINE=560] [STEPS="ci eager ours native"] [TIMED=3] bash scripts/gpu_step.sh
 # Out: $OUT/step.log (everything printed), $OUT/summary.md, $OUT/step.html, and the runs'
 # parquets and logs in $OUT/step_runs.tgz (the device returns at most 8 files).
 set -uo pipefail
 export PYTHONPATH=. PYTHONUNBUFFERED=1 BWD_SUITE_CACHE=/tmp/cache
-start=$SECONDS; deadline=${DEADLINE:-470}
-STEPS=${STEPS:-ci eager ours}
+start=$SECONDS; deadline=${DEADLINE:-560}
+STEPS=${STEPS:-ci eager ours native}
 TIMED=${TIMED:-3}
 GPU_SCENARIOS=(--scenario 'step/mamba-130m$' --scenario 'step/gpt2-small$')
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -50,6 +52,11 @@ if has ours; then
   timeout -s INT -k 20 "$(lim 200)" python3 -m bwd_suite step --profile gpu "${GPU_SCENARIOS[@]}" \
     --impl ours --timed-steps "$TIMED" --output "$OUT/gpu_ours.parquet" > "$OUT/gpu_ours.log" 2>&1
   echo "gpu ours: exit $? at $((SECONDS - start)) s"; grep -E "^step/|passed" "$OUT/gpu_ours.log"
+fi
+if has native; then
+  timeout -s INT -k 20 "$(lim 200)" python3 -m bwd_suite step --profile gpu "${GPU_SCENARIOS[@]}" \
+    --impl native --timed-steps "$TIMED" --output "$OUT/gpu_native.parquet" > "$OUT/gpu_native.log" 2>&1
+  echo "gpu native: exit $? at $((SECONDS - start)) s"; grep -E "^step/|passed" "$OUT/gpu_native.log"
 fi
 got=$(ls "$OUT"/*.parquet "$OUT"/*.parquet.journal 2>/dev/null)
 if [ -n "$got" ]; then

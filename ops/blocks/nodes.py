@@ -66,7 +66,11 @@ def _ln_grads(out, saved, attrs):
     return out["dx"].view(saved["shape"]), out["dgamma"], out["dbeta"]
 
 
-LAYER_NORM = NodeOp("layer_norm", _ln_forward, _ln_contract, _ln_grads)
+def _ln_native(x, gamma, beta, *, eps):
+    return (F.layer_norm(x, x.shape[-1:], gamma.to(x.dtype), beta.to(x.dtype), eps),)
+
+
+LAYER_NORM = NodeOp("layer_norm", _ln_forward, _ln_contract, _ln_grads, _ln_native)
 
 
 # ---------------------------------------------------------------- causal conv1d
@@ -104,7 +108,12 @@ def _conv_grads(out, saved, attrs):
     return out["dx"], out["dweight"], out["dbias"], out.get("dinitial_states")
 
 
-CAUSAL_CONV1D = NodeOp("causal_conv1d", _conv_forward, _conv_contract, _conv_grads)
+def _conv_native(x, weight, bias, init, *, activation):
+    return (conv_forward_eager(x, weight, bias, init, activation),)
+
+
+CAUSAL_CONV1D = NodeOp("causal_conv1d", _conv_forward, _conv_contract, _conv_grads,
+                       _conv_native)
 
 
 def channel_last(t: torch.Tensor) -> torch.Tensor:
@@ -167,7 +176,11 @@ def _attn_grads(out, saved, attrs):
     return out["dq"], out["dk"], out["dv"]
 
 
-ATTENTION = NodeOp("attention", _attn_forward, _attn_contract, _attn_grads)
+def _attn_native(q, k, v, *, scale):
+    return (F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale),)
+
+
+ATTENTION = NodeOp("attention", _attn_forward, _attn_contract, _attn_grads, _attn_native)
 
 
 def attention_scale(head_dim: int) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Mapping
 
 import torch
+import torch.nn.functional as F
 
 from bwd_suite.ops.blocks.nodes import op_params
 from bwd_suite.ops.cross_entropy_labels import label_mask
@@ -67,6 +68,12 @@ class _CrossEntropy(torch.autograd.Function):
 
 def loss(backends, logits: torch.Tensor, labels: torch.Tensor, weight: float):
     """weight * (the summed loss of the scored positions), on the graph."""
+    if backends.native:  # as users write it: fp32 logits, the labels shifted by one
+        B, T = labels.shape
+        shifted = logits.view(B, T, -1)[:, :-1].float()
+        return F.cross_entropy(shifted.reshape(-1, shifted.shape[-1]),
+                               labels[:, 1:].reshape(-1), ignore_index=IGNORE,
+                               reduction="sum") * weight
     return _CrossEntropy.apply(backends, weight, logits, labels)
 
 

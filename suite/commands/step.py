@@ -35,9 +35,11 @@ def add_arguments(p) -> None:
                         "cases/scenarios/)")
     g.add_argument("--impl", metavar="SET", action="append",
                    help="one choice of backwards per run, repeatable: 'eager' (every op's "
-                        "yardstick), 'ours' (every op's own kernel where it has one), or "
-                        "OP=NAME,OP=NAME... (OP=package.module:object from outside; the "
-                        "ops not named stay eager). Default: the scenario's [impl] table")
+                        "yardstick), 'ours' (every op's own kernel where it has one), "
+                        "'native' (PyTorch's autograd through the model: F.layer_norm, "
+                        "SDPA, no op contract), or OP=NAME,OP=NAME... "
+                        "(OP=package.module:object from outside; the ops not named stay "
+                        "eager). Default: the scenario's [impl] table")
     g.add_argument("--device", metavar="DEV",
                    help="torch device (default: cuda when available, else cpu)")
     g = p.add_argument_group("measurement")

@@ -29,6 +29,9 @@ from bwd_suite.suite.opspec import CaseInputs
 GOLDEN = "golden"  # the float64 shadow's choice for every op
 EAGER = "eager"  # every op's yardstick (its same-dtype eager PyTorch implementation)
 OURS = "ours"  # every op's implementation of kind "ours" where it has one, else eager
+# PyTorch's own autograd through the model (each node's native forward: F.layer_norm, SDPA,
+# F.linear, F.conv1d; F.cross_entropy), no op contract; the optimizer as eager's
+NATIVE = "native"
 YARDSTICK_LOCAL = "torch_ref"  # the name a LocalOp's eager backward goes by
 
 
@@ -115,11 +118,11 @@ def ours_name(op: str, local_ops: Mapping) -> str:
 
 
 def parse_set(text: str, ops: tuple, local_ops: Mapping, where: str) -> dict:
-    """`--impl`'s value: "eager", "ours", or comma-separated `op=name` (`op=module:object`),
-    each op named at most once, into {op: name} for the ops it names (EAGER and OURS name
-    them all)."""
+    """`--impl`'s value: "eager", "ours", "native", or comma-separated `op=name`
+    (`op=module:object`), each op named at most once, into {op: name} for the ops it names
+    (EAGER, OURS and NATIVE name them all; NATIVE as EAGER, its backends flagged native)."""
     text = text.strip()
-    if text == EAGER:
+    if text in (EAGER, NATIVE):
         return {op: yardstick_name(op, local_ops) for op in ops}
     if text == OURS:
         return {op: ours_name(op, local_ops) for op in ops}
@@ -128,7 +131,7 @@ def parse_set(text: str, ops: tuple, local_ops: Mapping, where: str) -> dict:
         op, eq, name = part.partition("=")
         if not eq or not op or not name:
             raise SuiteInputError(where, f"{part!r}: expected OP=NAME (or {EAGER!r}, "
-                                         f"{OURS!r})")
+                                         f"{OURS!r}, {NATIVE!r})")
         if op in chosen:
             raise SuiteInputError(where, f"op {op} chosen twice")
         chosen[op] = name
@@ -144,6 +147,9 @@ class Backends:
     choices: Mapping[str, Choice]
     device: torch.device
     calls: dict = field(default_factory=dict, compare=False)  # op -> calls made
+    # PyTorch's autograd through the nodes' native forwards (NATIVE): only what has no
+    # native form (the optimizer) is called through its choice
+    native: bool = False
 
     @property
     def golden(self) -> bool:

@@ -6,6 +6,8 @@ A node is described by a `NodeOp` (built once per op, outside suite/: ops/blocks
     forward(*tensors, **attrs) -> (outputs tuple, saved {name: tensor or value})
     contract(saved, grad_outputs, attrs) -> (op params, CaseInputs of the op's contract)
     grads(results, saved, attrs) -> one gradient per forward tensor (None where none)
+    native(*tensors, **attrs) -> outputs tuple: the forward as PyTorch users write it
+        (F.layer_norm, SDPA...), differentiated by autograd in a `native` run
 
 `apply(node, plan, *tensors, **attrs)` runs it as a `torch.autograd.Function`: the tensors
 the backward needs go through `save_for_backward`, so activation checkpointing and offload
@@ -15,10 +17,10 @@ the backward needs go through `save_for_backward`, so activation checkpointing a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
-from torch.utils.checkpoint import checkpoint
+from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
 
 from bwd_suite.suite.step.backends import Backends
 
@@ -29,6 +31,7 @@ class NodeOp:
     forward: Callable[..., tuple]
     contract: Callable[..., tuple]
     grads: Callable[..., tuple]
+    native: Optional[Callable[..., tuple]] = None
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,12 @@ class Plan:
     def layer(self, kind: str, fn: Callable, *args):
         """fn(*args), recomputed in the backward when `kind` is checkpointed."""
         if kind in self.checkpoint:
-            return checkpoint(fn, *args, use_reentrant=False,
-                              preserve_rng_state=self.preserve_rng)
+            # no early stop: the whole layer's forward is recomputed, as the checkpoint
+            # check counts its FLOPs (PyTorch's default stops once the last saved tensor is
+            # back, skipping a layer's last op under native autograd)
+            with set_checkpoint_early_stop(False):
+                return checkpoint(fn, *args, use_reentrant=False,
+                                  preserve_rng_state=self.preserve_rng)
         return fn(*args)
 
 
@@ -71,5 +78,9 @@ class _OpFunction(torch.autograd.Function):
 
 
 def apply(node: NodeOp, plan: Plan, *tensors, **attrs):
-    """The node's outputs (one tensor, or a tuple), on the autograd graph."""
+    """The node's outputs (one tensor, or a tuple), on the autograd graph: its backward the
+    run's choice through the op's contract, or autograd's in a native run."""
+    if plan.backends.native and node.native is not None:
+        outputs = node.native(*tensors, **attrs)
+        return outputs if len(outputs) > 1 else outputs[0]
     return _OpFunction.apply(node, plan.backends, attrs, *tensors)

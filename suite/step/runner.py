@@ -43,13 +43,15 @@ KIND_ORDER = ("ours", "vendor", "external", "mutant", "native", "reference")
 class ChoiceSet:
     """One op -> backward choice for every op a scenario's model calls."""
 
-    label: str  # "eager", "ours", or the op=name pairs that differ from eager
+    label: str  # "eager", "ours", "native", or the op=name pairs that differ from eager
     choices: Mapping[str, be.Choice]
     text: str = ""  # the --impl value it came from ("" for a scenario's default)
+    native: bool = False  # PyTorch's autograd through the model (be.NATIVE)
 
     @property
     def backends_for(self) -> Callable:
-        return lambda device: be.Backends(dict(self.choices), torch.device(device))
+        return lambda device: be.Backends(dict(self.choices), torch.device(device),
+                                          native=self.native)
 
     @property
     def kind(self) -> str:
@@ -83,9 +85,10 @@ def choice_set(s: Scenario, text: Optional[str], where: str = "--impl") -> Choic
         names = dict(eager, **{op: n for op, n in chosen.items() if op in ops})
     choices = {op: be.resolve(op, n, spec.local_ops, where) for op, n in names.items()}
     differ = {op: c.name for op, c in choices.items() if c.name != eager[op]}
-    label = text.strip() if text and text.strip() in (be.EAGER, be.OURS) else (
+    named = text.strip() if text else ""
+    label = named if named in (be.EAGER, be.OURS, be.NATIVE) else (
         ",".join(f"{op}={n}" for op, n in sorted(differ.items())) or be.EAGER)
-    return ChoiceSet(label, choices, text or "")
+    return ChoiceSet(label, choices, text or "", native=named == be.NATIVE)
 
 
 def eager_set(s: Scenario) -> ChoiceSet:
@@ -122,7 +125,7 @@ class _Group:
         # the float64 model with its gradients moved at every step (_conditioning)
         self.perturbed = [make(golden, torch.float64, PLAIN, init64) for _ in range(2)]
         eager = eager_set(s)
-        same = dict(cs.choices) == dict(eager.choices)
+        same = dict(cs.choices) == dict(eager.choices) and cs.native == eager.native
         variants = {PLAIN_KEY: PLAIN}
         for name in s.checks:
             check = CHECKS[name]
