@@ -26,38 +26,31 @@ GPU_SCENARIOS=(--scenario 'step/mamba-130m$' --scenario 'step/gpt2-small$')
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 # seconds for the next step: at most $1, and never past the deadline
 lim() { local l=$(( deadline - (SECONDS - start) - 20 )); [ $l -lt 1 ] && l=1; [ $l -lt $1 ] && echo $l || echo $1; }
+# the ci scenarios (every check, one timed step) or the gpu ones under --impl $1
+ci_run() {
+  timeout -s INT -k 10 "$(lim 60)" python3 -m bwd_suite step --profile ci --impl "$1" \
+    --timed-steps 1 --output "$OUT/ci_$1.parquet" > "$OUT/ci_$1.log" 2>&1
+  echo "ci $1: exit $? at $((SECONDS - start)) s"; tail -n 2 "$OUT/ci_$1.log"
+}
+gpu_run() {
+  timeout -s INT -k 20 "$(lim 200)" python3 -m bwd_suite step --profile gpu "${GPU_SCENARIOS[@]}" \
+    --impl "$1" --timed-steps "$TIMED" --output "$OUT/gpu_$1.parquet" > "$OUT/gpu_$1.log" 2>&1
+  echo "gpu $1: exit $? at $((SECONDS - start)) s"; grep -E "^step/|passed" "$OUT/gpu_$1.log"
+}
 main() {
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
 for op in causal_conv1d layer_norm cross_entropy adamw linear; do
   MAX_JOBS=4 python3 -m bwd_suite prebuild --op "$op" > "$OUT/prebuild_$op.log" 2>&1 &
 done
-if has ci; then
-  timeout -s INT -k 10 "$(lim 60)" python3 -m bwd_suite step --profile ci --impl eager \
-    --timed-steps 1 --output "$OUT/ci_eager.parquet" > "$OUT/ci_eager.log" 2>&1
-  echo "ci eager: exit $? at $((SECONDS - start)) s"; tail -n 2 "$OUT/ci_eager.log"
-fi
-if has eager; then
-  timeout -s INT -k 20 "$(lim 200)" python3 -m bwd_suite step --profile gpu "${GPU_SCENARIOS[@]}" \
-    --impl eager --timed-steps "$TIMED" --output "$OUT/gpu_eager.parquet" > "$OUT/gpu_eager.log" 2>&1
-  echo "gpu eager: exit $? at $((SECONDS - start)) s"; grep -E "^step/|passed" "$OUT/gpu_eager.log"
-fi
+has ci && ci_run eager
+has eager && gpu_run eager
 wait; tail -qn1 "$OUT"/prebuild_*.log; echo "built at $((SECONDS - start)) s"
 if has ours; then
-  if has ci; then
-    timeout -s INT -k 10 "$(lim 60)" python3 -m bwd_suite step --profile ci --impl ours \
-      --timed-steps 1 --output "$OUT/ci_ours.parquet" > "$OUT/ci_ours.log" 2>&1
-    echo "ci ours: exit $? at $((SECONDS - start)) s"; tail -n 2 "$OUT/ci_ours.log"
-  fi
-  timeout -s INT -k 20 "$(lim 200)" python3 -m bwd_suite step --profile gpu "${GPU_SCENARIOS[@]}" \
-    --impl ours --timed-steps "$TIMED" --output "$OUT/gpu_ours.parquet" > "$OUT/gpu_ours.log" 2>&1
-  echo "gpu ours: exit $? at $((SECONDS - start)) s"; grep -E "^step/|passed" "$OUT/gpu_ours.log"
+  has ci && ci_run ours
+  gpu_run ours
 fi
-if has native; then
-  timeout -s INT -k 20 "$(lim 200)" python3 -m bwd_suite step --profile gpu "${GPU_SCENARIOS[@]}" \
-    --impl native --timed-steps "$TIMED" --output "$OUT/gpu_native.parquet" > "$OUT/gpu_native.log" 2>&1
-  echo "gpu native: exit $? at $((SECONDS - start)) s"; grep -E "^step/|passed" "$OUT/gpu_native.log"
-fi
+has native && gpu_run native
 got=$(ls "$OUT"/*.parquet "$OUT"/*.parquet.journal 2>/dev/null)
 if [ -n "$got" ]; then
   timeout "$(lim 40)" python3 -m bwd_suite report $got --output "$OUT/step.html" 2>&1 | tail -n 2

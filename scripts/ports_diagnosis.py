@@ -25,7 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-MANIFEST = ROOT / "tests" / "data" / "ports" / "manifest.toml"
+from tests.data.ports.manifest import MANIFEST, ports as manifest_ports  # noqa: E402
+
 CAUSES = ROOT / "tests" / "harness" / "port_causes.toml"
 MAX_GUARDS = 2
 
@@ -67,8 +68,7 @@ def main(argv=None) -> int:
                     help="the causes accepted per port (default: port_causes.toml)")
     args = ap.parse_args(argv)
     accepted = load(args.causes)
-    ports = [p for p in load(args.manifest)["port"] if (not args.op or p["op"] == args.op)
-             and (not args.port or p["name"] in args.port)]
+    ports = manifest_ports(args.op, args.port, args.manifest)
     torch.set_num_threads(1)  # as `run` on a CPU: tiny tensors, a busy machine
     cpu = torch.device("cpu")
     driver = Driver(RunOptions(device=cpu, golden_device=cpu, repeats=1, timing=False))

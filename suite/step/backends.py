@@ -171,7 +171,7 @@ class Backends:
                              for k, v in inputs.tensors.items()}, inputs.attrs)
         # grad mode as the harness calls them (a node's forward and backward run without
         # it): eager implementations run autograd inside (torch_ref's cross entropy)
-        watch = _UNSEEN[-1] if _UNSEEN else None
+        watch = _UNSEEN[-1] if _UNSEEN and choice.kind in COMPILED else None
         before = watch[0].get_total_flops() if watch else 0
         with torch.enable_grad():
             if choice.name == GOLDEN:
@@ -180,7 +180,7 @@ class Backends:
                 out = choice.local.eager(**inputs.tensors, **inputs.attrs)
             else:
                 out = _call_impl(choice.impl, params, inputs, self.device)
-        if watch and choice.kind in COMPILED and watch[0].get_total_flops() == before:
+        if watch and watch[0].get_total_flops() == before:
             watch[1][0] += registry.ops()[op].flops(params)
         return out
 
