@@ -6,13 +6,14 @@
 #   matrix    the conformance matrix on the gpu profile, 10 repeats, no timing
 #   (ceverify runs first, flex last: it takes what the deadline leaves)
 #   flex      FlexAttention on the gpu profile's cases named by FLEX_CASES (all: every
-#             case; it compiles per shape, so the deadline may cut it: rows are kept)
+#             case; it compiles per shape, so FLEX_WORKERS processes (default 6) share the
+#             GPU, untimed, and the deadline may cut it: rows are kept)
 #   fuzz      FUZZ_TIME seconds of `fuzz --size gpu` for each pinned backend in FUZZ
 #   ce        the cross-entropy probe (scripts/ce_probe.py)
 #   ceverify  cross entropy's kernel on its findings, features and GPU tests
 #             (scripts/gpu_ce_verify.sh)
 # each bounded by what is left of DEADLINE seconds.
-#   device run: [DEADLINE=540] [STEPS="perf bare"] [PERF=impls] [MATRIX=impls] bash scripts/gpu_attention.sh
+#   device run: [DEADLINE=540] [STEPS="perf bare"] [PERF=impls] [MATRIX=impls] [FLEX_CASES=all] bash scripts/gpu_attention.sh
 # Out: $OUT/attention.log (everything printed), $OUT/attention.tgz (results and logs).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 BWD_SUITE_CACHE=/tmp/cache
@@ -25,6 +26,7 @@ MATRIX=${MATRIX:-torch_ref,torch_flash,torch_efficient,torch_efficient_mask,torc
 FUSED=torch_flash,torch_efficient,torch_efficient_mask,torch_cudnn,torch_cudnn_mask,torch_sdpa
 FINDINGS=${FINDINGS:-$FUSED}
 FLEX_CASES=${FLEX_CASES:-windows,softcap,masks,large-scores,short-keys,empty-,long-packed,features}
+FLEX_WORKERS=${FLEX_WORKERS:-6}
 FUZZ=${FUZZ:-torch_cudnn,torch_efficient,torch_flash}; FUZZ_TIME=${FUZZ_TIME:-80}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 summary() {  # verdict counts per implementation, then the failures' reasons
@@ -82,7 +84,8 @@ fi
 if has flex; then
   sel=(); [ "$FLEX_CASES" = all ] || for c in ${FLEX_CASES//,/ }; do sel+=(--case "attention/$c"); done
   timeout $(( $(left) - 25 )) python3 -m bwd_suite run --profile gpu --op attention --impl torch_flex \
-    "${sel[@]}" --repeats 10 --no-timing --quiet --output "$work/flex.parquet" > "$work/flex.txt" 2>&1
+    "${sel[@]}" --repeats 10 --no-timing --workers "$FLEX_WORKERS" --share-gpus --quiet \
+    --output "$work/flex.parquet" > "$work/flex.txt" 2>&1
   echo "flex: exit $? after $(( SECONDS - start )) s"; summary "$work/flex.parquet"
 fi
 if has ce; then

@@ -193,7 +193,7 @@ def _flush_sink(index: int) -> torch.Tensor:
     return _kept(_flush_sinks, index, lambda dev: torch.zeros((), dtype=torch.int64, device=dev))
 
 
-def _spin_rate() -> float | None:
+def spin_rate() -> float | None:
     """Cycles per second of torch.cuda._sleep on the current device, None where torch lacks
     it. The spin counts cycles and the clock changes with load (an idle H200 runs at 345 MHz,
     a busy one near 1980), so this is measured in every call, after the warm-up."""
@@ -249,7 +249,7 @@ def _time_cuda(fn: Callable[[], object], device: torch.device, warmup: int, warm
             warm = [sample()]
             kept = [warm[0][0]]
             torch.cuda.synchronize(index)
-        rate = _spin_rate()
+        rate = spin_rate()
 
         # The last warm-up call is the estimate: the first may include compilation or
         # autotuning. The host runs ahead of the GPU, so a host clock cannot size the budget.

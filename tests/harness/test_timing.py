@@ -369,7 +369,7 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "_sleep", gpu.sleep, raising=False)
     monkeypatch.setattr(torch.cuda, "device", lambda index: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(timing, "_spin_rate", lambda: _FakeGpu.RATE)
+    monkeypatch.setattr(timing, "spin_rate", lambda: _FakeGpu.RATE)
     monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=gpu.now))
     return gpu
 
