@@ -71,14 +71,35 @@ __device__ __forceinline__ void for_each_element(const Strided &out, int64_t row
     }
 }
 
+// The packed walk (packed_walk, linear_bwd_launchers.h): f(i, j) for the first element of
+// every pack of kPackBytes along the walk's direction.
+template <typename T, typename F>
+__device__ __forceinline__ void for_each_pack(const Strided &out, int64_t rows, int64_t cols,
+                                              F &&f) {
+  constexpr int kVec = kPackBytes / sizeof(T);
+  const bool by_cols = walks_columns(out, cols);
+  const int64_t inner = (by_cols ? rows : cols) / kVec, outer = by_cols ? cols : rows;
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y)
+    for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < inner;
+         e += int64_t(gridDim.x) * blockDim.x) {
+      if (by_cols) f(e * kVec, o);
+      else f(o, e * kVec);
+    }
+}
+
+template <typename T> struct alignas(kPackBytes) Pack {
+  T v[kPackBytes / sizeof(T)];
+};
+
 template <typename T>
 __device__ __forceinline__ T *at(const Strided &s, int64_t i, int64_t j) {
   return static_cast<T *>(s.ptr) + i * s.row_stride + j * s.col_stride;
 }
 
-inline dim3 grid_for(const Strided &out, int64_t rows, int64_t cols) {
+// vec: elements a thread moves at once (the packed walk's pack), 1 on the scalar walk.
+inline dim3 grid_for(const Strided &out, int64_t rows, int64_t cols, int vec = 1) {
   const bool by_cols = walks_columns(out, cols);
-  const int64_t inner = by_cols ? rows : cols, outer = by_cols ? cols : rows;
+  const int64_t inner = (by_cols ? rows : cols) / vec, outer = by_cols ? cols : rows;
   const int64_t x = (inner + kThreads - 1) / kThreads;
   return dim3(static_cast<unsigned>(x < kMaxBlocks ? (x > 0 ? x : 1) : kMaxBlocks),
               static_cast<unsigned>(outer < kMaxGridY ? (outer > 0 ? outer : 1) : kMaxGridY));

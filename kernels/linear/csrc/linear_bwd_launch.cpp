@@ -247,6 +247,15 @@ Status run_elementwise(const Elementwise &e, const Problem &p, const Buffers &bu
   return Status::ok();
 }
 
+// Which walk an elementwise job took (packed_walk): what its speed depends on.
+std::string elementwise_fact(const Elementwise &e, const Buffers &buf, DType dt) {
+  const Strided out = strided(e.out, buf), in = strided(e.in, buf);
+  const bool packed = e.derivative
+      ? packed_walk(out, {in, strided(e.grad, buf)}, e.out.rows, e.out.cols, elem_size(dt))
+      : packed_walk(out, {in}, e.out.rows, e.out.cols, elem_size(dt));
+  return packed ? "elementwise kernel, 16-byte packs" : "elementwise kernel, scalar";
+}
+
 }  // namespace
 
 Status run_plan(const Problem &p, const Plan &plan, const Buffers &buf, DType dt, int device,
@@ -260,7 +269,8 @@ Status run_plan(const Problem &p, const Plan &plan, const Buffers &buf, DType dt
     const Status s = step.is_gemm ? run_gemm(step.gemm, buf, dt, handle, &facts, stream)
                                   : run_elementwise(step.elementwise, p, buf, dt, stream);
     if (s.code != Status::kOk) return s;
-    if (!step.is_gemm) facts.fact(step.elementwise.name, "elementwise kernel");
+    if (!step.is_gemm) facts.fact(step.elementwise.name, elementwise_fact(step.elementwise,
+                                                                         buf, dt));
   }
   return facts;
 }
