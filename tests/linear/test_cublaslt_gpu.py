@@ -62,3 +62,18 @@ def test_ours_passes_and_says_which_epilogue_ran(kw, dgrad, wgrad, derivative):
 def test_no_epilogue_for_the_erf_gelu_or_silu_on_the_input(activation, approximate):
     row = run(activation=activation, approximate=approximate, act_at="input")
     assert row.verdict == "unsupported" and "epilogue" in row.reason, row.reason
+
+
+@pytest.mark.parametrize("kw, walk", [
+    (dict(activation="gelu"), "16-byte packs"),
+    (dict(activation="gelu", dy_t=True), "16-byte packs"),  # column-major: packs along m
+    (dict(activation="gelu", dtype="float32", n=252), "16-byte packs"),  # 4 fp32 a pack
+    (dict(activation="gelu", n=255), "scalar"),  # a row is not a whole number of packs
+    (dict(activation="silu", m=383, dy_t=True), "scalar"),  # nor is a column
+])
+def test_the_dz_kernel_moves_packs_where_every_operand_allows(kw, walk):
+    row = run(**kw)
+    if row.verdict == "unsupported":
+        pytest.skip(f"cuBLASLt: {row.reason}")
+    assert row.verdict == "pass", row.reason
+    assert json.loads(row.impl_facts_json)["dact"] == f"elementwise kernel, {walk}"
