@@ -64,7 +64,7 @@ def lines(df, sep: str) -> list:
     out.append(sep.join(["scenario", "impl", "step"]
                         + [f"{c} MiB" + (" (model, ratio)" if c in modelled else "")
                            for c in CLASSES]
-                        + ["saved after fwd MiB", "allocator peak MiB"]))
+                        + ["saved after fwd MiB", "allocator peak MiB", "peak in"]))
     for _, r in rows.iterrows():
         if not isinstance(r.ledger_json, str):
             continue
@@ -79,7 +79,8 @@ def lines(df, sep: str) -> list:
             ratio = f"{got / model:.3f}" if got is not None and model else "-"
             cells.append(f"{_mb(got)} ({_mb(model)}, {ratio})" if model is not None else _mb(got))
         out.append(sep.join([r.case_group, r.impl, STEPS[r.case_id.rsplit("/", 1)[-1]]] + cells
-                            + [_mb(led["saved_after_forward"]), _mb(led.get("allocator_peak"))]))
+                            + [_mb(led["saved_after_forward"]), _mb(led.get("allocator_peak")),
+                               led.get("peak_stage") or "-"]))
     return out
 
 

@@ -28,7 +28,9 @@ gradient, an fp32 master and two fp32 moments, 2 + 4 + 12 = 18 as Megatron count
 4 + 4 + 8), and the saved activations from the blocks' shapes (ModelSpec.saved_bytes);
 temporaries and workspace have no model. The activations MemTracker misattributes during a
 checkpointed backward (its documented limit) sit between Activation and Temp at the peak;
-`saved_after_forward` is taken before any backward.
+`saved_after_forward` is taken before any backward. `peak_stage`: the stage (forward, loss,
+backward, optimizer) in which MemTracker's peak was last raised, the stage its classes at the
+peak describe (a peak in the backward holds tensors a yardstick remade there).
 """
 
 from __future__ import annotations
@@ -74,11 +76,16 @@ def _on(snapshot: dict, device: torch.device) -> dict:
 
 
 class _Marks:
-    """The stages callable of a tracked step: the Activation bytes after the loss, and
-    MemTracker told the optimizer is running (its own flag, set by torch.optim's hooks)."""
+    """The stages callable of a tracked step: the Activation bytes after the loss, the stage
+    that raised the peak last, and MemTracker told the optimizer is running (its own flag,
+    set by torch.optim's hooks)."""
 
     def __init__(self, tracker, device):
         self.tracker, self.device, self.after_forward = tracker, device, None
+        self.peak_stage, self._peak = None, 0
+
+    def _peak_total(self) -> int:
+        return _on(self.tracker.get_tracker_snapshot("peak"), self.device).get("Total", 0)
 
     def __call__(self, name: str):
         import contextlib
@@ -93,18 +100,22 @@ class _Marks:
                 marks.after_forward = current.get("Activation", 0)
             if name == "optimizer" and hasattr(marks.tracker, "_in_opt"):
                 marks.tracker._in_opt = True
+            marks._peak = max(marks._peak, marks._peak_total())  # raised between stages
             try:
                 yield
             finally:
                 if name == "optimizer" and hasattr(marks.tracker, "_in_opt"):
                     marks.tracker._in_opt = False
+                peak = marks._peak_total()
+                if peak > marks._peak:
+                    marks.peak_stage, marks._peak = name, peak
         return stage()
 
 
 def measure(run, t: int, device, step: Callable = None) -> dict:
     """The ledger of `run`'s step t: {"measured": {class: bytes}, "analytic": {...},
-    "saved_after_forward": bytes, "tracked_peak": bytes, "allocator_peak": bytes or None,
-    "tool": TOOL}; {"error": text} when MemTracker cannot be used."""
+    "saved_after_forward": bytes, "peak_stage": name or None (the peak made between
+    stages), "tracked_peak": bytes, "allocator_peak": bytes or None, "tool": TOOL}; {"error": text} when MemTracker cannot be used."""
     device = torch.device(device)
     try:
         from torch.distributed._tools.mem_tracker import MemTracker
@@ -136,5 +147,6 @@ def measure(run, t: int, device, step: Callable = None) -> dict:
         "workspace": None if allocator is None else allocator - peak.get("Total", 0),
     }
     return {"measured": measured, "analytic": analytic(run, device),
-            "saved_after_forward": marks.after_forward, "tracked_peak": peak.get("Total", 0),
+            "saved_after_forward": marks.after_forward, "peak_stage": marks.peak_stage,
+            "tracked_peak": peak.get("Total", 0),
             "allocator_peak": allocator, "batch_bytes": batch_bytes, "tool": TOOL}

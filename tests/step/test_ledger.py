@@ -124,3 +124,25 @@ def test_the_measured_rows_carry_stages_and_ledger_and_the_report_draws_them(tmp
     body = html[html.index('<section id="steps">'):]
     assert body.count("<svg class=\"chart stacked\"") == 1
     assert "accumulation_mean" in body and "(declared)" in body
+
+
+@pytest.mark.parametrize("where", ["loss", "backward", "optimizer"])
+def test_the_ledger_names_the_stage_that_made_the_peak(where):
+    run = make("mamba-tiny-fp32")
+    keep = []
+
+    def step(t, marks):  # a large temporary made and dropped in one stage, small ones elsewhere
+        for name in ("forward", "loss", "backward", "optimizer"):
+            with marks(name):
+                keep.append(torch.ones(1 << 10))
+                if name == where:
+                    big = torch.ones(1 << 20)
+                    del big
+    got = ledger.measure(run, 1, "cpu", step=step)
+    assert got["peak_stage"] == where
+    assert got["tracked_peak"] >= 4 << 20
+
+
+def test_a_real_step_names_one_of_its_stages():
+    got = ledger.measure(make("transformer-tiny-bf16"), 1, "cpu")
+    assert got["peak_stage"] in ("forward", "loss", "backward", "optimizer")
