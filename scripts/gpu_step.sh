@@ -14,14 +14,14 @@
 #   native  the gpu scenarios under PyTorch's own autograd (F.layer_norm, SDPA: the baseline
 #           without the op contract), every check, timed
 #   report  one HTML page of both, and the tables for BENCHMARKS.md (scripts/step_summary.py)
-#   device run: [DEADLINE=560] [STEPS="ci eager ours native"] [TIMED=3] bash scripts/gpu_step.sh
+#   device run: [DEADLINE=560] [STEPS="ci eager ours native"] [TIMED=7] bash scripts/gpu_step.sh
 # Out: $OUT/step.log (everything printed), $OUT/summary.md, $OUT/step.html, and the runs'
 # parquets and logs in $OUT/step_runs.tgz (the device returns at most 8 files).
 set -uo pipefail
 export PYTHONPATH=. PYTHONUNBUFFERED=1 BWD_SUITE_CACHE=/tmp/cache
 start=$SECONDS; deadline=${DEADLINE:-560}
 STEPS=${STEPS:-ci eager ours native}
-TIMED=${TIMED:-3}
+TIMED=${TIMED:-7}
 GPU_SCENARIOS=(--scenario 'step/mamba-130m$' --scenario 'step/gpt2-small$')
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 # seconds for the next step: at most $1, and never past the deadline
