@@ -1,4 +1,5 @@
-"""User-facing errors: bad case files, unknown names, impossible combinations.
+"""User-facing errors: bad case files, unknown names, impossible combinations; and the
+harness's own failures, kept apart from the implementations'.
 
 Every such error is one line that names where the problem is (file and key, or the
 name that was not found) and what is wrong. The CLI prints it and exits with code 2
@@ -20,6 +21,12 @@ class SuiteInputError(Exception):
         self.where = where
         self.what = what
         super().__init__(f"{where}: {what}")
+
+
+class HarnessError(Exception):
+    """The suite's own machinery failed while an implementation ran (a hook of the harness's
+    around its call, such as the offload check's host copies): the verdict is the harness's
+    (FailureKind.HARNESS), never the implementation's."""
 
 
 def did_you_mean(name: str, known) -> str:

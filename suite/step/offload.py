@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from bwd_suite.suite.errors import HarnessError
+
 ALIGN_BYTES = 256  # the offset kept modulo this: vectorised and TMA paths key on alignment
 
 
@@ -40,9 +42,21 @@ def unpack(packed, pin: bool) -> torch.Tensor:
     return host.to(device, non_blocking=pin).as_strided(shape, stride, lead)
 
 
+def _harness(what: str, hook):
+    """`hook` with its failures (a pinned allocation refused, a copy failing) raised as the
+    harness's: the offload is the suite's doing, not the implementation's."""
+    def call(x):
+        try:
+            return hook(x)
+        except Exception as e:  # noqa: BLE001 - whatever it was, it was ours
+            raise HarnessError(f"the offload check's {what}: {type(e).__name__}: {e}") from e
+    return call
+
+
 def on_host(device: torch.device):
     """The context under which the forward's saved tensors live on the host (pinned when
     `device` is a GPU: the copies back are then asynchronous)."""
     pin = device.type == "cuda"
-    return torch.autograd.graph.saved_tensors_hooks(lambda t: pack(t, pin),
-                                                    lambda p: unpack(p, pin))
+    return torch.autograd.graph.saved_tensors_hooks(
+        _harness("copy of a saved tensor to the host", lambda t: pack(t, pin)),
+        _harness("copy of a saved tensor back to the device", lambda p: unpack(p, pin)))

@@ -24,7 +24,7 @@ from typing import Callable, Mapping, Optional
 import torch
 
 from bwd_suite.suite import registry, tolerances, verdicts
-from bwd_suite.suite.errors import SuiteInputError, did_you_mean
+from bwd_suite.suite.errors import HarnessError, SuiteInputError, did_you_mean
 from bwd_suite.suite.inputs import DTYPES, generator
 from bwd_suite.suite.outcomes import FailureKind, Verdict
 from bwd_suite.suite.profiles import STEP_KIND
@@ -160,6 +160,8 @@ class _Group:
 def _failure(e: BaseException) -> tuple:
     if isinstance(e, registry.Unsupported):
         return Verdict.UNSUPPORTED, None, str(e)
+    if isinstance(e, HarnessError):
+        return Verdict.ERROR, FailureKind.HARNESS, str(e)
     tail = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-3:])
     return Verdict.ERROR, FailureKind.EXCEPTION, f"{type(e).__name__}: {e} | {tail[-1500:]}"
 

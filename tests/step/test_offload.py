@@ -39,3 +39,22 @@ def test_the_backward_under_the_hooks_reads_the_saved_values():
         loss = (x @ w.T).sin().sum()
     fused.zero_()  # the saved x must be the host copy, not the (now zeroed) storage
     assert torch.equal(torch.autograd.grad(loss, w)[0], plain)
+
+
+def test_a_failing_host_copy_is_the_harness_verdict_not_the_implementations(monkeypatch):
+    from bwd_suite.suite.outcomes import FailureKind, Verdict
+    from bwd_suite.suite.step import runner, scenario
+
+    s = next(x for x in scenario.load(profile="ci") if x.name == "mamba-tiny-fp32")
+    cs = runner.choice_set(s, None)
+
+    def refuse(t, pin):
+        raise RuntimeError("pinned memory allocation failed")
+    monkeypatch.setattr(offload, "pack", refuse)
+    outcomes = runner.check_steps(s, cs, "cpu")
+    verdict, kind, why = outcomes["offload"].error
+    assert (verdict, kind) == (Verdict.ERROR, FailureKind.HARNESS)
+    assert "the offload check's copy of a saved tensor to the host" in why
+    assert "pinned memory allocation failed" in why
+    # the checks that never offload are judged as ever
+    assert outcomes["float64"].error is None and outcomes["float64"].judged
