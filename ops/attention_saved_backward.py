@@ -132,9 +132,9 @@ def visibility(p: Mapping, t: Mapping, b: int, heads: slice, off: int, lo, hi,
 
 # ---------------------------------------------------------------- the saved-statistics backward
 
-def kv_heads(H: int, Hkv: int, variant: Variant = EXACT) -> torch.Tensor:
-    """(H,) int64: the key/value head each query head reads."""
-    h = torch.arange(H)
+def kv_heads(H: int, Hkv: int, variant: Variant = EXACT, device=None) -> torch.Tensor:
+    """(H,) int64 on `device`: the key/value head each query head reads."""
+    h = torch.arange(H, device=device)
     return h % Hkv if variant.kv_interleaved else h // (H // Hkv)
 
 
@@ -144,7 +144,7 @@ def _heads(t: Mapping, attrs: Mapping, b: int, heads: slice, seen, bias, d_modes
     heads from the saved lse and o (`recompute`: from lse and o of the forward under this
     visibility), in float64; modes of D: rows (rowsum(dO * o)), zero, columns (sum of
     P * dP over the queries)."""
-    kv = kv_heads(t["q"].shape[1], t["k"].shape[1], variant)[heads]
+    kv = kv_heads(t["q"].shape[1], t["k"].shape[1], variant, t["q"].device)[heads]
     q, k, v = t["q"][b, heads], t["k"][b, kv], t["v"][b, kv]
     do, o = t["dout"][b, heads], t["o"][b, heads]
     scale, cap, drop = attrs["scale"], attrs.get("softcap", 0.0), attrs.get("dropout", 0.0)
@@ -210,7 +210,7 @@ def saved_backward(p: Mapping, t: Mapping, attrs: Mapping, off: int, lo, hi,
     if first_head:
         first = res[d_modes[0]]
         res["first_head"] = {o: first[o][:, ::G].clone() for o in ("dk", "dv")}
-    kv = kv_heads(H, Hkv, variant)
+    kv = kv_heads(H, Hkv, variant, t["q"].device)  # index_add_ wants it beside its operands
     for m in d_modes:
         for o in ("dk", "dv"):
             res[m][o] = t["q"].new_zeros(B, Hkv, Tk, d).index_add_(1, kv, res[m][o])

@@ -294,3 +294,20 @@ def test_rows_stored_before_the_features_keep_their_features():
     f = SPEC.diagnosis.case_features(old)
     assert f["seq_q"] == f["seq_k"] == 40 and not f["unequal"] and not f["windowed"]
     assert SPEC.diagnosis.shapes(old)["dk"][2] == 40
+
+
+@pytest.mark.parametrize("name", ["mqa-bottom-right", "full-gqa", "bool-mask", "dropout",
+                                  "packed-padded", "softcap", "additive-mask"])
+def test_the_terms_backward_keeps_every_tensor_on_the_inputs_device(name):
+    """On a GPU the diagnosis computes its terms beside the outputs; an index made on the
+    CPU broke every attention diagnosis there (index_add_). The meta device refuses a CPU
+    operand as CUDA does, so the CPU catches it."""
+    p, inp = inputs(**FEATURES[name])
+    t = {k: v if v is None else (to64(v) if v.is_floating_point() else v).to("meta")
+         for k, v in inp.tensors.items()}
+    variant = sb.Variant(kv_interleaved=True)
+    for recompute in (False, True):
+        got = sb.saved_backward(p, t, inp.attrs, sb.offset(p), *sb.band(p),
+                                d_modes=("rows", "zero", "columns"), first_head=True,
+                                recompute=recompute, variant=variant)
+        assert all(x.device.type == "meta" for r in got.values() for x in r.values())
