@@ -124,7 +124,9 @@ _NO_CHOICES_IDS = (
     "short-queries/B1-H2-KV1-Tq127-Tk239-d32-bf16-causal",
     "short-queries/B1-H2-KV1-Tq127-Tk513-d32-fp32-full",
     "short-queries/B1-H2-KV1-Tq127-Tk799-d32-fp16-causal-br",
-    "flex-compile-grouped-heads/", "flex-compile-short-queries/",
+    "windows/B1-H2-KV1-T100-d32-bf16-full-wl1-wr3",
+    "windows/B1-H2-KV1-Tq100-Tk129-d32-bf16-causal-br-wl64",
+    "flex-compile-grouped-heads/", "flex-compile-short-queries/", "flex-compile-window/",
     "cudnn-no-key-bottom-right/B1-H2-KV1-Tq100-Tk20-d32-bf16-causal-br")
 KNOWN = {"cuda:attention/short-keys/B1-H2-KV1-Tq203-Tk1-d32-fp32-causal$": ONE_KEY,
          "cuda:attention/short-keys/B1-H2-KV1-Tq799-Tk1-d32-fp32-causal$": ONE_KEY,
