@@ -66,10 +66,12 @@ def test_no_epilogue_for_the_erf_gelu_or_silu_on_the_input(activation, approxima
 
 @pytest.mark.parametrize("kw, walk", [
     (dict(activation="gelu"), "16-byte packs"),
-    (dict(activation="gelu", dy_t=True), "16-byte packs"),  # column-major: packs along m
+    # column-major dY and dZ: packs along m (no bias: cuBLASLt has no BGRADB algorithm for
+    # this layout at these sizes on an H100)
+    (dict(activation="gelu", dy_t=True, bias=False), "16-byte packs"),
     (dict(activation="gelu", dtype="float32", n=252), "16-byte packs"),  # 4 fp32 a pack
     (dict(activation="gelu", n=255), "scalar"),  # a row is not a whole number of packs
-    (dict(activation="silu", m=383, dy_t=True), "scalar"),  # nor is a column
+    (dict(activation="silu", m=383, dy_t=True, bias=False), "scalar"),  # nor is a column
 ])
 def test_the_dz_kernel_moves_packs_where_every_operand_allows(kw, walk):
     row = run(**kw)
