@@ -100,7 +100,9 @@ class _Marks:
                 marks.after_forward = current.get("Activation", 0)
             if name == "optimizer" and hasattr(marks.tracker, "_in_opt"):
                 marks.tracker._in_opt = True
-            marks._peak = max(marks._peak, marks._peak_total())  # raised between stages
+            between = marks._peak_total()
+            if between > marks._peak:  # raised between stages: no stage holds it
+                marks.peak_stage, marks._peak = None, between
             try:
                 yield
             finally:

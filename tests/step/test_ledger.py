@@ -126,13 +126,16 @@ def test_the_measured_rows_carry_stages_and_ledger_and_the_report_draws_them(tmp
     assert "accumulation_mean" in body and "(declared)" in body
 
 
-@pytest.mark.parametrize("where", ["loss", "backward", "optimizer"])
+@pytest.mark.parametrize("where", ["loss", "backward", "optimizer", None])
 def test_the_ledger_names_the_stage_that_made_the_peak(where):
     run = make("mamba-tiny-fp32")
     keep = []
 
-    def step(t, marks):  # a large temporary made and dropped in one stage, small ones elsewhere
-        for name in ("forward", "loss", "backward", "optimizer"):
+    def step(t, marks):  # a large temporary made and dropped in one stage (None: between
+        for name in ("forward", "loss", "backward", "optimizer"):  # two), small ones in each
+            if where is None and name == "backward":
+                big = torch.ones(1 << 20)
+                del big
             with marks(name):
                 keep.append(torch.ones(1 << 10))
                 if name == where:
