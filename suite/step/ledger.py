@@ -36,7 +36,7 @@ peak describe (a peak in the backward holds tensors a yardstick remade there).
 from __future__ import annotations
 
 import warnings
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
@@ -84,8 +84,11 @@ class _Marks:
         self.tracker, self.device, self.after_forward = tracker, device, None
         self.peak_stage, self._peak = None, 0
 
-    def _peak_total(self) -> int:
-        return _on(self.tracker.get_tracker_snapshot("peak"), self.device).get("Total", 0)
+    def note(self, stage: Optional[str]) -> None:
+        """After `stage` (None: between stages), whether it raised MemTracker's peak."""
+        peak = _on(self.tracker.get_tracker_snapshot("peak"), self.device).get("Total", 0)
+        if peak > self._peak:
+            self.peak_stage, self._peak = stage, peak
 
     def __call__(self, name: str):
         import contextlib
@@ -100,24 +103,21 @@ class _Marks:
                 marks.after_forward = current.get("Activation", 0)
             if name == "optimizer" and hasattr(marks.tracker, "_in_opt"):
                 marks.tracker._in_opt = True
-            between = marks._peak_total()
-            if between > marks._peak:  # raised between stages: no stage holds it
-                marks.peak_stage, marks._peak = None, between
+            marks.note(None)
             try:
                 yield
             finally:
                 if name == "optimizer" and hasattr(marks.tracker, "_in_opt"):
                     marks.tracker._in_opt = False
-                peak = marks._peak_total()
-                if peak > marks._peak:
-                    marks.peak_stage, marks._peak = name, peak
+                marks.note(name)
         return stage()
 
 
 def measure(run, t: int, device, step: Callable = None) -> dict:
     """The ledger of `run`'s step t: {"measured": {class: bytes}, "analytic": {...},
     "saved_after_forward": bytes, "peak_stage": name or None (the peak made between
-    stages), "tracked_peak": bytes, "allocator_peak": bytes or None, "tool": TOOL}; {"error": text} when MemTracker cannot be used."""
+    stages), "tracked_peak": bytes, "allocator_peak": bytes or None, "tool": TOOL};
+    {"error": text} when MemTracker cannot be used."""
     device = torch.device(device)
     try:
         from torch.distributed._tools.mem_tracker import MemTracker
@@ -136,6 +136,7 @@ def measure(run, t: int, device, step: Callable = None) -> dict:
         # its gradient hook finds .grad already None where the fp32 main gradient took it
         warnings.filterwarnings("ignore", message="Expected a tensor or a traceable")
         (step or run.step)(t, marks)
+    marks.note(None)  # raised after the last stage
     allocator = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
     peak = _on(tracker.get_tracker_snapshot("peak"), device)
     other = peak.get("Other", 0)

@@ -126,23 +126,29 @@ def test_the_measured_rows_carry_stages_and_ledger_and_the_report_draws_them(tmp
     assert "accumulation_mean" in body and "(declared)" in body
 
 
-@pytest.mark.parametrize("where", ["loss", "backward", "optimizer", None])
-def test_the_ledger_names_the_stage_that_made_the_peak(where):
+@pytest.mark.parametrize("where, stage", [("loss", "loss"), ("backward", "backward"),
+                                          ("optimizer", "optimizer"), ("between", None),
+                                          ("after", None)])
+def test_the_ledger_names_the_stage_that_made_the_peak(where, stage):
     run = make("mamba-tiny-fp32")
     keep = []
 
-    def step(t, marks):  # a large temporary made and dropped in one stage (None: between
-        for name in ("forward", "loss", "backward", "optimizer"):  # two), small ones in each
-            if where is None and name == "backward":
-                big = torch.ones(1 << 20)
-                del big
+    def big():
+        t = torch.ones(1 << 20)
+        del t
+
+    def step(t, marks):  # a large temporary made and dropped in one stage (or between two,
+        for name in ("forward", "loss", "backward", "optimizer"):  # or after the last),
+            if where == "between" and name == "backward":  # small ones in every stage
+                big()
             with marks(name):
                 keep.append(torch.ones(1 << 10))
                 if name == where:
-                    big = torch.ones(1 << 20)
-                    del big
+                    big()
+        if where == "after":
+            big()
     got = ledger.measure(run, 1, "cpu", step=step)
-    assert got["peak_stage"] == where
+    assert got["peak_stage"] == stage
     assert got["tracked_peak"] >= 4 << 20
 
 
