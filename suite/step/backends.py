@@ -156,9 +156,23 @@ class Backends:
         return all(c.name == GOLDEN for c in self.choices.values())
 
     @property
+    def nondeterministic(self) -> Optional[str]:
+        """Why a backward of this run may not reproduce bit for bit, or None: a choice that
+        declares it, or PyTorch's own CUDA autograd (SDPA's flash and cuDNN backwards sum
+        dQ with atomics) unless torch.use_deterministic_algorithms is on."""
+        for c in self.choices.values():
+            if not c.deterministic:
+                return f"{c.op}'s {c.name} declares a backward that is not bitwise reproducible"
+        if self.native and self.device.type == "cuda" \
+                and not torch.are_deterministic_algorithms_enabled():
+            return ("PyTorch's CUDA autograd is not bitwise reproducible without "
+                    "torch.use_deterministic_algorithms (SDPA's backward sums dQ with atomics)")
+        return None
+
+    @property
     def deterministic(self) -> bool:
-        """Every chosen backward claims bitwise-reproducible outputs."""
-        return all(c.deterministic for c in self.choices.values())
+        """Every backward of the run claims bitwise-reproducible outputs."""
+        return self.nondeterministic is None
 
     def call(self, op: str, params: Mapping, inputs: CaseInputs) -> dict:
         """The chosen backward of `op` on `inputs` (the op's contract, `params` its case

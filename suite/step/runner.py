@@ -101,6 +101,7 @@ class Outcome:
 
     judged: list = field(default_factory=list)
     error: Optional[tuple] = None  # (Verdict, FailureKind or None, reason)
+    note: str = ""  # how it was judged, where not as its check says first (a passing row's)
 
 
 PLAIN_KEY = "plain"
@@ -145,7 +146,8 @@ class _Group:
             shared = self.runs.get(("eager", name)) if same else None
             self.runs[("choice", name)] = shared or make(cs.backends_for(device), dtype,
                                                          variants[name], init)
-        self.deterministic = self.runs[("choice", PLAIN_KEY)].backends.deterministic
+        self.nondeterministic = self.runs[("choice", PLAIN_KEY)].backends.nondeterministic
+        self.deterministic = self.nondeterministic is None
 
     def unique(self) -> dict:
         """The distinct runs, each under its first key."""
@@ -277,6 +279,8 @@ def check_steps(s: Scenario, cs: ChoiceSet, device, init: Optional[dict] = None
             o.judged += _judge(CHECKS[name].judge, rec, group.deterministic,
                                full.get(("choice", PLAIN_KEY)), golden, ref, dtype, cond,
                                depth)
+            if CHECKS[name].judge is Judge.SAME and not group.deterministic:
+                o.note = f"against the float64 model, not bitwise: {group.nondeterministic}"
     return outcomes
 
 
@@ -356,7 +360,7 @@ def row(s: Scenario, cs: ChoiceSet, name: str, outcome: Outcome, run: Optional[R
                         FailureKind.MISMATCH, duration)
     if not outcome.judged:
         return r.finish(Verdict.ERROR, "nothing was compared", FailureKind.HARNESS, duration)
-    return r.finish(Verdict.PASS, "", None, duration)
+    return r.finish(Verdict.PASS, outcome.note, None, duration)
 
 
 def run_scenario(s: Scenario, cs: ChoiceSet, device, run: Optional[RunInfo] = None,

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from bwd_suite.suite.outcomes import Verdict
-from bwd_suite.suite.step import backends as be
+from bwd_suite.suite.step import backends as be, runner
 from tests.step.test_scenarios import SCENARIOS, run
 
 
@@ -42,3 +42,48 @@ def test_native_nodes_never_call_the_op_contract(monkeypatch):
     run(dataclasses.replace(SCENARIOS["transformer-tiny-fp32"], checks=("float64",)),
         be.NATIVE)
     assert set(called) == {"adamw"}  # the optimizer alone goes through its op
+
+
+def _backends(native, device, deterministic=True):
+    choices = {"adamw": be.Choice("adamw", "torch_ref")} if deterministic else {
+        "adamw": be.Choice("adamw", "mine", impl=dataclasses.replace(
+            be.resolve("adamw", "torch_ref", {}, "--impl").impl, deterministic=False))}
+    return be.Backends(choices, torch.device(device), native=native)
+
+
+def test_native_cuda_autograd_is_not_claimed_bitwise_reproducible():
+    # the H100 run: SDPA's backward summed dQ in another order under checkpointing and
+    # offload, so those checks must be judged against float64, saying why
+    why = _backends(True, "cuda").nondeterministic
+    assert why and "use_deterministic_algorithms" in why
+    assert _backends(True, "cpu").deterministic and _backends(False, "cuda").deterministic
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert _backends(True, "cuda").deterministic
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_a_choice_that_declares_nondeterminism_is_named():
+    why = _backends(False, "cpu", deterministic=False).nondeterministic
+    assert why and "adamw's mine" in why
+
+
+def test_checkpoint_and_offload_of_a_nondeterministic_run_are_judged_against_float64(
+        monkeypatch):
+    monkeypatch.setattr(be.Backends, "nondeterministic", property(lambda self: "planted"))
+    judged = []
+    real = runner._judge
+
+    def spy(judge, rec, deterministic, *args, **kw):
+        judged.append((judge, deterministic))
+        return real(judge, rec, deterministic, *args, **kw)
+
+    monkeypatch.setattr(runner, "_judge", spy)
+    rows = run(dataclasses.replace(SCENARIOS["transformer-tiny-fp32"],
+                                   checks=("float64", "checkpoint", "offload")))
+    for check in ("checkpoint", "offload"):
+        assert rows[check].verdict is Verdict.PASS
+        assert rows[check].reason == "against the float64 model, not bitwise: planted"
+    assert rows["float64"].reason == ""
+    assert judged and not any(d for _, d in judged)
