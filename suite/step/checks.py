@@ -22,7 +22,6 @@ class Judge(enum.Enum):
     LOSS = "the loss after every step against the float64 model, under the grown bound"
     SAME = "bitwise equal to the plain run where every chosen backward is deterministic, " \
            "else against the float64 model"
-    BITWISE = "bitwise equal to the plain run"
     UNCHANGED = "the overflowed step leaves every parameter, master weight and moment " \
                 "bitwise as it was, and reports the inf"
 

@@ -177,7 +177,7 @@ def _judge(judge: Judge, rec, deterministic: bool, base_rec, golden, ref, dtype,
                                        depth=depth)
     if judge is Judge.SAME and not deterministic:
         return compare.against_float64(rec, golden, ref, dtype, cond=cond, depth=depth)
-    if judge in (Judge.SAME, Judge.BITWISE):
+    if judge is Judge.SAME:
         return compare.bitwise(rec, base_rec)
     if judge is Judge.UNCHANGED:
         return compare.unchanged(rec) if rec.before is not None else []
@@ -203,7 +203,7 @@ def _needs(name: str, run_key: dict) -> set:
     """The runs whose records a check's verdict needs: its own, and the plain run it is
     compared with bit for bit."""
     keys = {run_key[name]}
-    if CHECKS[name].judge in (Judge.SAME, Judge.BITWISE):
+    if CHECKS[name].judge is Judge.SAME:
         keys.add(("choice", PLAIN_KEY))
     return keys
 
