@@ -8,20 +8,7 @@ namespace {
 template <typename T, int kAct, bool kPacked>
 __global__ void __launch_bounds__(kThreads)
     act_kernel(Strided out, Strided in, int64_t rows, int64_t cols) {
-  if constexpr (kPacked) {
-    for_each_pack<T>(out, rows, cols, [&](int64_t i, int64_t j) {
-      const Pack<T> x = *reinterpret_cast<const Pack<T> *>(at<const T>(in, i, j));
-      Pack<T> a;
-#pragma unroll
-      for (int v = 0; v < kPackBytes / int(sizeof(T)); ++v)
-        a.v[v] = from_f<T>(act_f<kAct>(to_f(x.v[v])));
-      *reinterpret_cast<Pack<T> *>(at<T>(out, i, j)) = a;
-    });
-  } else {
-    for_each_element(out, rows, cols, [&](int64_t i, int64_t j) {
-      *at<T>(out, i, j) = from_f<T>(act_f<kAct>(to_f(*at<const T>(in, i, j))));
-    });
-  }
+  map_walk<T, kPacked>(out, rows, cols, [](float x) { return act_f<kAct>(x); }, in);
 }
 
 }  // namespace
@@ -29,14 +16,10 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T, int kAct>
 cudaError_t launch_act(Strided out, Strided in, int64_t rows, int64_t cols,
                        cudaStream_t stream) {
-  if (rows * cols == 0) return cudaSuccess;
-  if (packed_walk(out, {in}, rows, cols, sizeof(T)))
-    act_kernel<T, kAct, true><<<grid_for(out, rows, cols, kPackBytes / sizeof(T)), kThreads, 0,
-                                stream>>>(out, in, rows, cols);
-  else
-    act_kernel<T, kAct, false><<<grid_for(out, rows, cols), kThreads, 0, stream>>>(out, in, rows,
-                                                                                   cols);
-  return cudaGetLastError();
+  return launch_walk<T>(out, {in}, rows, cols, [&](auto packed, dim3 grid) {
+    act_kernel<T, kAct, decltype(packed)::value><<<grid, kThreads, 0, stream>>>(out, in, rows,
+                                                                               cols);
+  });
 }
 
 #define LINEAR_ACT(T, A) \

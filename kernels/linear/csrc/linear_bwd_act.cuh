@@ -1,8 +1,10 @@
 // The activations and their derivatives in fp32, as golden/linear.py states them, shared by
-// the elementwise jobs; and the walk over a strided matrix they share.
+// the elementwise jobs; and the walk over a strided matrix they share (map_walk, launch_walk).
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "../../common/csrc/convert.cuh"
 #include "linear_bwd.h"
@@ -96,6 +98,45 @@ __device__ __forceinline__ T *at(const Strided &s, int64_t i, int64_t j) {
   return static_cast<T *>(s.ptr) + i * s.row_stride + j * s.col_stride;
 }
 
+namespace detail {
+// a pack's v-th values converted last operand first: the order of the machine code the GPU
+// tests verified (scripts/same_machine_code.py shows it byte-identical); any order is exact
+template <typename T, typename F, size_t... K>
+__device__ __forceinline__ T map_pack(F &f, const Pack<T> *p, int v, std::index_sequence<K...>) {
+  constexpr size_t n = sizeof...(K);
+  const float x[] = {to_f(p[n - 1 - K].v[v])...};
+  return from_f<T>(f(x[n - 1 - K]...));
+}
+template <typename T, typename F, size_t... K>
+__device__ __forceinline__ T map_one(F &f, const float *x, std::index_sequence<K...>) {
+  return from_f<T>(f(x[K]...));
+}
+}  // namespace detail
+
+// out(i, j) = f(ins(i, j)...) over the whole matrix, in fp32 with one rounding at the store:
+// kPacked, kPackBytes a thread on the packed walk (the launcher checked packed_walk), else
+// one element a thread. The operands are loaded in their order (a braced list's).
+template <typename T, bool kPacked, typename F, typename... Ins>
+__device__ __forceinline__ void map_walk(const Strided &out, int64_t rows, int64_t cols, F f,
+                                         const Ins &...ins) {
+  using Order = std::index_sequence_for<Ins...>;
+  if constexpr (kPacked) {
+    for_each_pack<T>(out, rows, cols, [&](int64_t i, int64_t j) {
+      const Pack<T> p[] = {*reinterpret_cast<const Pack<T> *>(at<const T>(ins, i, j))...};
+      Pack<T> o;
+#pragma unroll
+      for (int v = 0; v < kPackBytes / int(sizeof(T)); ++v)
+        o.v[v] = detail::map_pack<T>(f, p, v, Order{});
+      *reinterpret_cast<Pack<T> *>(at<T>(out, i, j)) = o;
+    });
+  } else {
+    for_each_element(out, rows, cols, [&](int64_t i, int64_t j) {
+      const float x[] = {to_f(*at<const T>(ins, i, j))...};
+      *at<T>(out, i, j) = detail::map_one<T>(f, x, Order{});
+    });
+  }
+}
+
 // vec: elements a thread moves at once (the packed walk's pack), 1 on the scalar walk.
 inline dim3 grid_for(const Strided &out, int64_t rows, int64_t cols, int vec = 1) {
   const bool by_cols = walks_columns(out, cols);
@@ -103,6 +144,19 @@ inline dim3 grid_for(const Strided &out, int64_t rows, int64_t cols, int vec = 1
   const int64_t x = (inner + kThreads - 1) / kThreads;
   return dim3(static_cast<unsigned>(x < kMaxBlocks ? (x > 0 ? x : 1) : kMaxBlocks),
               static_cast<unsigned>(outer < kMaxGridY ? (outer > 0 ? outer : 1) : kMaxGridY));
+}
+
+// Launches a map_walk kernel on the walk the operands allow: launch(packed, grid), packed a
+// std::bool_constant naming the kernel's kPacked. Then the launch's error, if any.
+template <typename T, typename Launch>
+cudaError_t launch_walk(const Strided &out, std::initializer_list<Strided> ins, int64_t rows,
+                        int64_t cols, Launch &&launch) {
+  if (rows * cols == 0) return cudaSuccess;
+  if (packed_walk(out, ins, rows, cols, sizeof(T)))
+    launch(std::true_type{}, grid_for(out, rows, cols, kPackBytes / sizeof(T)));
+  else
+    launch(std::false_type{}, grid_for(out, rows, cols));
+  return cudaGetLastError();
 }
 
 }  // namespace linear_bwd
