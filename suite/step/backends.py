@@ -169,11 +169,6 @@ class Backends:
                     "torch.use_deterministic_algorithms (SDPA's backward sums dQ with atomics)")
         return None
 
-    @property
-    def deterministic(self) -> bool:
-        """Every backward of the run claims bitwise-reproducible outputs."""
-        return self.nondeterministic is None
-
     def call(self, op: str, params: Mapping, inputs: CaseInputs) -> dict:
         """The chosen backward of `op` on `inputs` (the op's contract, `params` its case
         parameters for `supports` and `empty_outputs`): {output name: tensor}."""

@@ -146,8 +146,8 @@ class _Group:
             shared = self.runs.get(("eager", name)) if same else None
             self.runs[("choice", name)] = shared or make(cs.backends_for(device), dtype,
                                                          variants[name], init)
+        # why the choice's backwards may not reproduce bit for bit, or None
         self.nondeterministic = self.runs[("choice", PLAIN_KEY)].backends.nondeterministic
-        self.deterministic = self.nondeterministic is None
 
     def unique(self) -> dict:
         """The distinct runs, each under its first key."""
@@ -276,10 +276,11 @@ def check_steps(s: Scenario, cs: ChoiceSet, device, init: Optional[dict] = None
             o, rec = outcomes[name], full.get(run_key[name])
             if o.error is not None or rec is None:
                 continue
-            o.judged += _judge(CHECKS[name].judge, rec, group.deterministic,
+            deterministic = group.nondeterministic is None
+            o.judged += _judge(CHECKS[name].judge, rec, deterministic,
                                full.get(("choice", PLAIN_KEY)), golden, ref, dtype, cond,
                                depth)
-            if CHECKS[name].judge is Judge.SAME and not group.deterministic:
+            if CHECKS[name].judge is Judge.SAME and not deterministic:
                 o.note = f"against the float64 model, not bitwise: {group.nondeterministic}"
     return outcomes
 
