@@ -2,7 +2,7 @@
 # One device call for the training-step scenarios (docs/step.md), in steps bounded so the call
 # ends by DEADLINE seconds (default 560: within one 10-minute device command):
 #   build   our CUDA extensions (conv1d, LayerNorm, cross entropy, AdamW, linear), in the
-#           background
+#           background while eager runs (only with ours)
 #   ci      the ci scenarios (tiny models, every check) under eager PyTorch and our kernels:
 #           the CUDA paths of every check, in seconds
 #   eager   the gpu scenarios (a 124M-parameter Mamba-style model and GPT-2 small at
@@ -40,13 +40,15 @@ gpu_run() {
 main() {
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
-for op in causal_conv1d layer_norm cross_entropy adamw linear; do
-  MAX_JOBS=4 python3 -m bwd_suite prebuild --op "$op" > "$OUT/prebuild_$op.log" 2>&1 &
-done
+if has ours; then  # built while eager runs: only ours needs our extensions
+  for op in causal_conv1d layer_norm cross_entropy adamw linear; do
+    MAX_JOBS=4 python3 -m bwd_suite prebuild --op "$op" > "$OUT/prebuild_$op.log" 2>&1 &
+  done
+fi
 has ci && ci_run eager
 has eager && gpu_run eager
-wait; tail -qn1 "$OUT"/prebuild_*.log; echo "built at $((SECONDS - start)) s"
 if has ours; then
+  wait; tail -qn1 "$OUT"/prebuild_*.log; echo "built at $((SECONDS - start)) s"
   has ci && ci_run ours
   gpu_run ours
 fi
