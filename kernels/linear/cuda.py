@@ -42,11 +42,8 @@ from bwd_suite.suite.registry import Unsupported, implementation
 CSRC = Path(__file__).resolve().parent / "csrc"
 SOURCES = [CSRC / name for name in (
     "linear_bwd_binding.cpp", "linear_bwd_plan.cpp", "linear_bwd_launch.cpp",
-    "linear_bwd_algo.cpp", "linear_bwd_dact.cu", "linear_bwd_act.cu")]
+    "linear_bwd_dact.cu", "linear_bwd_act.cu")]
 WORKSPACE_BYTES = 32 << 20  # cuBLASLt's workspace (PyTorch's default on Hopper)
-# cublaslt_tuned: how many of the heuristic's algorithms are timed per GEMM shape (the
-# heuristic returns fewer where fewer fit)
-TUNED_CANDIDATES = 8
 ACTS = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
 _workspaces: dict = {}
 
@@ -154,33 +151,19 @@ def _temporary(m: Mapping, like: torch.Tensor) -> torch.Tensor:
     return torch.empty(m["rows"], m["cols"], dtype=like.dtype, device=like.device)
 
 
-def _backward(candidates: int):
-    def run(*, x, w, dy, bias, z, a, activation, approximate, act_at, saved):
-        out = {"dx": torch.empty_like(x), "dw": torch.empty_like(w)}
-        tensors = {"x": x, "w": w, "dy": dy, **out}
-        if bias is not None:
-            out["db"] = tensors["db"] = torch.empty_like(bias)
-            tensors["bias"] = bias
-        for name, t in (("z", z), ("a", a), ("aux", saved["aux"])):
-            if t is not None:
-                tensors[name] = t
-        for m in saved["plan"]["temporaries"]:
-            tensors[m["tensor"]] = _temporary(m, x)
-        _result(saved["ext"].run(saved["problem"], tensors, saved["workspace"], candidates),
-                "linear_bwd")
-        return out
-    return run
-
-
-# Two variants of one backward, apart only in how each GEMM's algorithm is chosen
-# (linear_bwd_algo.h); each GEMM's `*_algo_choice` fact says how.
-cublaslt = implementation(
-    "linear", "cublaslt", kind="ours", prepare=prepare, supports=_supports,
-    deterministic=False, build=extension, **cuda_only(),
-    doc="cuBLASLt GEMMs with DGELU/DRELU and BGRAD epilogues (the heuristic's first "
-        "algorithm); dZ after the GEMM as our kernel")(_backward(1))
-cublaslt_tuned = implementation(
-    "linear", "cublaslt_tuned", kind="ours", prepare=prepare, supports=_supports,
-    deterministic=False, build=extension, **cuda_only(),
-    doc=f"cublaslt with each GEMM's algorithm the fastest of the heuristic's first "
-        f"{TUNED_CANDIDATES}, timed once per shape on the first call")(_backward(TUNED_CANDIDATES))
+@implementation("linear", "cublaslt", kind="ours", prepare=prepare, supports=_supports,
+                deterministic=False, build=extension, **cuda_only())
+def cublaslt(*, x, w, dy, bias, z, a, activation, approximate, act_at, saved):
+    """cuBLASLt GEMMs with DGELU/DRELU and BGRAD epilogues; dZ after the GEMM as our kernel"""
+    out = {"dx": torch.empty_like(x), "dw": torch.empty_like(w)}
+    tensors = {"x": x, "w": w, "dy": dy, **out}
+    if bias is not None:
+        out["db"] = tensors["db"] = torch.empty_like(bias)
+        tensors["bias"] = bias
+    for name, t in (("z", z), ("a", a), ("aux", saved["aux"])):
+        if t is not None:
+            tensors[name] = t
+    for m in saved["plan"]["temporaries"]:
+        tensors[m["tensor"]] = _temporary(m, x)
+    _result(saved["ext"].run(saved["problem"], tensors, saved["workspace"]), "linear_bwd")
+    return out

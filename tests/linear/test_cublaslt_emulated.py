@@ -70,7 +70,6 @@ class StandIn:
     def __init__(self, dump):
         self.dump = dump
         self.answer = None  # a status to return instead of running
-        self.candidates = None  # what the last run was asked to time
 
     def plan(self, prob):
         d = self.dump([prob])[0]
@@ -93,8 +92,7 @@ class StandIn:
         tensors["aux"].copy_(packed)
         return {"status": "ok", "message": "", "facts": {"relu_mask_epilogue": g["epilogue"]}}
 
-    def run(self, prob, tensors, workspace, candidates=1):
-        self.candidates = candidates
+    def run(self, prob, tensors, workspace):
         if self.answer:
             return self.answer
         d = self.dump([prob])[0]
@@ -123,7 +121,7 @@ def stand_in(tmp_path_factory):
     return StandIn(plan_dumper(tmp_path_factory.mktemp("linear_plan")))
 
 
-def run(stand_in, monkeypatch, fn=ours.cublaslt, **kw):
+def run(stand_in, monkeypatch, **kw):
     monkeypatch.setattr(ours, "extension", lambda: stand_in)
     p = dict(SPEC.params.defaults(), m=37, n=45, k=29)
     p.update(kw)
@@ -131,7 +129,7 @@ def run(stand_in, monkeypatch, fn=ours.cublaslt, **kw):
                 params=MappingProxyType(p), seed=6, file="<test>")
     ceil = Ceilings(device_name="cpu", copy_gbps=None, copy_source="none", peak_tflops=None)
     opts = RunOptions(device=CPU, golden_device=CPU, repeats=2, timing=False)
-    impl = Implementation(op="linear", name="cublaslt_on_cpu", fn=fn,
+    impl = Implementation(op="linear", name="cublaslt_on_cpu", fn=ours.cublaslt,
                           prepare=ours.prepare, supports=ours._supports, deterministic=False)
     return run_item(CaseContext(SPEC, case, opts), impl, None, ceil, {})
 
@@ -155,17 +153,6 @@ def test_ours_through_a_cpu_stand_in_of_the_extension_passes(stand_in, monkeypat
     assert row.verdict == "pass", row.reason
     got = json.loads(row.impl_facts_json)
     assert facts.items() <= got.items(), got
-
-
-def test_only_the_tuned_variant_asks_the_extension_to_time_algorithms(stand_in, monkeypatch):
-    """cublaslt runs the heuristic's first algorithm (candidates 1); cublaslt_tuned asks for
-    the fastest of TUNED_CANDIDATES, and otherwise calls the extension the same way."""
-    for fn, want in ((ours.cublaslt, 1), (ours.cublaslt_tuned, ours.TUNED_CANDIDATES)):
-        row = run(stand_in, monkeypatch, fn=fn, activation="gelu", approximate="tanh",
-                  act_at="input")
-        assert row.verdict == "pass", row.reason
-        assert stand_in.candidates == want
-    assert ours.TUNED_CANDIDATES > 1
 
 
 def test_a_refusal_or_failure_of_the_extension_is_said(stand_in, monkeypatch):

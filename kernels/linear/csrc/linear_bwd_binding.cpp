@@ -182,8 +182,7 @@ std::vector<Matrix> matrices_of(const Problem &p, const Plan &pl,
 }
 
 py::dict run(const std::vector<int64_t> &problem,
-             const std::map<std::string, at::Tensor> &tensors, at::Tensor workspace,
-             int64_t candidates) {
+             const std::map<std::string, at::Tensor> &tensors, at::Tensor workspace) {
   Problem p;
   std::string bad = problem_of(problem, &p);
   if (!bad.empty()) return status_dict(invalid(bad));
@@ -200,7 +199,7 @@ py::dict run(const std::vector<int64_t> &problem,
   buf.workspace = workspace.data_ptr();
   buf.workspace_bytes = static_cast<size_t>(workspace.numel() * workspace.element_size());
   const c10::cuda::CUDAGuard guard(x.device());
-  return status_dict(run_plan(p, pl, buf, dt, x.get_device(), static_cast<int>(candidates),
+  return status_dict(run_plan(p, pl, buf, dt, x.get_device(),
                               c10::cuda::getCurrentCUDAStream(x.get_device()).stream()));
 }
 
@@ -235,8 +234,7 @@ py::dict relu_mask(const std::vector<int64_t> &problem,
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("plan", &plan, "the plan of a problem (m n k act act_at bias recompute x_t w_t dy_t "
                        "elem_bytes) as a dict");
-  m.def("run", &run, "the backward through cuBLASLt; returns {status, message, facts}",
-        py::arg("problem"), py::arg("tensors"), py::arg("workspace"), py::arg("candidates") = 1);
+  m.def("run", &run, "the backward through cuBLASLt; returns {status, message, facts}");
   m.def("relu_mask", &relu_mask, "x's ReLU bitmask by a RELU_AUX GEMM; returns "
                                  "{status, message, facts}");
 }

@@ -1,6 +1,6 @@
 // Runs a plan of linear_bwd_plan.cpp: each GEMM through cublasLtMatmul (fp32 compute, the
-// plan's epilogue, aux and bias pointers, the algorithm linear_bwd_algo.h chooses within
-// the workspace), each elementwise job through its kernel. Host code only. Nothing throws:
+// plan's epilogue, aux and bias pointers, the heuristic's first algorithm within the
+// workspace), each elementwise job through its kernel. Host code only. Nothing throws:
 // every cuBLAS and CUDA call is checked and a failure comes back as a Status naming the
 // call (a C++ exception out of our extensions crashed the H200 image's Python:
 // docs/cuda-kernels.md#known-problems); a GEMM for which the heuristic has no algorithm is
@@ -14,8 +14,6 @@
 
 #include "../../common/csrc/static_switch.h"
 #include "linear_bwd.h"
-#include "linear_bwd_algo.h"
-#include "linear_bwd_check.h"
 #include "linear_bwd_launch.h"
 #include "linear_bwd_launchers.h"
 
@@ -30,6 +28,21 @@ static_assert(static_cast<uint32_t>(Epilogue::kBGradA) == CUBLASLT_EPILOGUE_BGRA
 static_assert(static_cast<uint32_t>(Epilogue::kBGradB) == CUBLASLT_EPILOGUE_BGRADB, "");
 
 namespace {
+
+std::string blas_error(const char *call, cublasStatus_t s) {
+  return std::string(call) + " failed: cuBLAS status " + std::to_string(static_cast<int>(s)) +
+         " (" + cublasLtGetStatusName(s) + ": " + cublasLtGetStatusString(s) + ")";
+}
+
+std::string cuda_error(const char *call, cudaError_t e) {
+  return std::string(call) + " failed: " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
+}
+
+#define LT_CHECK(call)                                            \
+  do {                                                            \
+    const cublasStatus_t s_ = (call);                             \
+    if (s_ != CUBLAS_STATUS_SUCCESS) return Status::error(blas_error(#call, s_)); \
+  } while (0)
 
 cudaDataType_t cuda_type(DType dt) {
   switch (dt) {
@@ -137,7 +150,7 @@ Status record(const Gemm &g, const cublasLtMatmulHeuristicResult_t &r, Status *f
 }
 
 Status run_gemm(const Gemm &g, const Buffers &buf, DType dt, cublasLtHandle_t handle,
-                int candidates, Status *facts, cudaStream_t stream) {
+                Status *facts, cudaStream_t stream) {
   const void *a = buf.ptr[static_cast<int>(g.a)], *b = buf.ptr[static_cast<int>(g.b)];
   void *d = buf.ptr[static_cast<int>(g.d)];
   if (!a || !b || !d) return Status::error(describe(g, dt) + ": an operand was not given");
@@ -180,35 +193,23 @@ Status run_gemm(const Gemm &g, const Buffers &buf, DType dt, cublasLtHandle_t ha
       desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
   LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
       desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
-  MatmulCall call;
-  call.handle = handle;
-  call.op = desc.op;
-  call.a_layout = desc.a;
-  call.b_layout = desc.b;
-  call.d_layout = desc.d;
-  call.a = a;
-  call.b = b;
-  call.d = d;
-  call.workspace = buf.workspace;
-  call.workspace_bytes = buf.workspace_bytes;
-  call.stream = stream;
-  int device = 0;
-  CUDART_CHECK(cudaGetDevice(&device));
-  const std::string what = describe(g, dt);
-  const std::string key = what + " align " + std::to_string(align_a) + "/" +
-                          std::to_string(align_b) + "/" + std::to_string(align_d) + " ws " +
-                          std::to_string(ws) + " device " + std::to_string(device) +
-                          " candidates " + std::to_string(candidates);
   cublasLtMatmulHeuristicResult_t result{};
-  std::string how;
-  Status s = choose_algo(call, desc.pref, key, what, candidates, &result, &how);
+  int found = 0;
+  const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(
+      handle, desc.op, desc.a, desc.b, desc.d, desc.d, desc.pref, 1, &result, &found);
+  if (h == CUBLAS_STATUS_NOT_SUPPORTED || (h == CUBLAS_STATUS_SUCCESS && found == 0))
+    return Status::unsupported("cuBLASLt's heuristic has no algorithm for " + describe(g, dt));
+  if (h != CUBLAS_STATUS_SUCCESS)
+    return Status::error(blas_error("cublasLtMatmulAlgoGetHeuristic", h) + " for " +
+                         describe(g, dt));
+  Status s = record(g, result, facts);
   if (s.code != Status::kOk) return s;
-  s = record(g, result, facts);
-  if (s.code != Status::kOk) return s;
-  facts->fact(g.name + "_algo_choice", how);
-  const cublasStatus_t m = run_matmul(call, result.algo);
+  const float alpha = 1.f, beta = 0.f;
+  const cublasStatus_t m =
+      cublasLtMatmul(handle, desc.op, &alpha, a, desc.a, b, desc.b, &beta, d, desc.d, d,
+                     desc.d, &result.algo, buf.workspace, buf.workspace_bytes, stream);
   if (m != CUBLAS_STATUS_SUCCESS)
-    return Status::error(blas_error("cublasLtMatmul", m) + " for " + what);
+    return Status::error(blas_error("cublasLtMatmul", m) + " for " + describe(g, dt));
   return Status::ok();
 }
 
@@ -258,16 +259,15 @@ std::string elementwise_fact(const Elementwise &e, const Buffers &buf, DType dt)
 }  // namespace
 
 Status run_plan(const Problem &p, const Plan &plan, const Buffers &buf, DType dt, int device,
-                int candidates, cudaStream_t stream) {
+                cudaStream_t stream) {
   if (!plan.unsupported.empty()) return Status::unsupported(plan.unsupported);
   cublasLtHandle_t handle = nullptr;
   Status facts = handle_for(device, &handle);
   if (facts.code != Status::kOk) return facts;
   facts.fact("derivative", plan.derivative);
   for (const Step &step : plan.steps) {
-    const Status s = step.is_gemm
-        ? run_gemm(step.gemm, buf, dt, handle, candidates, &facts, stream)
-        : run_elementwise(step.elementwise, p, buf, dt, stream);
+    const Status s = step.is_gemm ? run_gemm(step.gemm, buf, dt, handle, &facts, stream)
+                                  : run_elementwise(step.elementwise, p, buf, dt, stream);
     if (s.code != Status::kOk) return s;
     if (!step.is_gemm) facts.fact(step.elementwise.name, elementwise_fact(step.elementwise,
                                                                          buf, dt));
@@ -280,7 +280,7 @@ Status run_relu_mask(const Problem &p, const AuxLayout &aux, const Buffers &buf,
   cublasLtHandle_t handle = nullptr;
   Status facts = handle_for(device, &handle);
   if (facts.code != Status::kOk) return facts;
-  const Status s = run_gemm(plan_relu_mask(p, aux), buf, dt, handle, 1, &facts, stream);
+  const Status s = run_gemm(plan_relu_mask(p, aux), buf, dt, handle, &facts, stream);
   return s.code == Status::kOk ? facts : s;
 }
 

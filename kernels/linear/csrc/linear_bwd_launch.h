@@ -28,7 +28,7 @@ struct Status {
   Code code = kOk;
   std::string message;
   // what ran: each GEMM's epilogue and algorithm (id, tile, stages, split-K, reduction
-  // scheme, workspace, how it was chosen), where the derivative was applied
+  // scheme, workspace), where the derivative was applied
   std::vector<std::pair<std::string, std::string>> facts;
 
   static Status ok() { return Status{}; }
@@ -37,11 +37,9 @@ struct Status {
   void fact(const std::string &name, const std::string &value) { facts.emplace_back(name, value); }
 };
 
-// The plan's steps in order on `stream` (the GEMMs on the device's cuBLASLt handle, each
-// with the heuristic's first algorithm, or with candidates > 1 the fastest of that many
-// timed once per shape: linear_bwd_algo.h).
+// The plan's steps in order on `stream` (the GEMMs on the device's cuBLASLt handle).
 Status run_plan(const Problem &p, const Plan &plan, const Buffers &buf, DType dt, int device,
-                int candidates, cudaStream_t stream);
+                cudaStream_t stream);
 // The ReLU bitmask of x that DRELU reads (plan_relu_mask), into Buffers' kAux.
 Status run_relu_mask(const Problem &p, const AuxLayout &aux, const Buffers &buf, DType dt,
                      int device, cudaStream_t stream);
