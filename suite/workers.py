@@ -21,8 +21,10 @@ What the run trusts of a worker, and what it does not:
   leads its own process group, which the parent kills with it (forks an implementation
   left behind), and a fork of an implementation never sends a row.
 - What implementations print (stdout and stderr, C code's too) goes to the worker's log,
-  never to the run's output; each row keeps the tail of what its item wrote (`output`),
-  and the parent cuts a log that grows past LOG_CAP_BYTES back to its tail.
+  never to the run's output; each row keeps the tail of what its item wrote (`output`).
+  The worker cuts its own log back to its tail past LOG_CAP_BYTES (suite/worker_log.py);
+  the parent cuts only a log its worker failed to keep (past LOG_HARD_CAP_FACTOR times
+  that) and, after the run, every log.
 
 Workers are started with "spawn" (CUDA cannot be used in a forked child) and resolve the
 implementations again by name (`suite.registry.resolve`), so an implementation must be
@@ -49,6 +51,8 @@ from bwd_suite.suite import frames
 from bwd_suite.suite.outcomes import FailureKind, Verdict
 from bwd_suite.suite.plan import CasePlan, Plan
 from bwd_suite.suite.rows import ResultRow, RunInfo
+from bwd_suite.suite.worker_log import (  # noqa: F401 - OUTPUT_*: the workers' limits
+    OUTPUT_LINE_CHARS, OUTPUT_TAIL_CHARS, WorkerLog, cut_log, tail_text)
 
 # A worker exits with these after an item that lost its CUDA context or ran out of memory:
 # the parent restarts it (nobody's fault) and the case's other items go on
@@ -64,9 +68,11 @@ MAX_LOAD_DEATHS = 2
 # or idle): the harness cannot run here
 MAX_FRUITLESS_DEATHS = 3
 # what an item wrote, as kept in its row and in a reason: the last lines, each cut
-OUTPUT_TAIL_CHARS, OUTPUT_LINE_CHARS, REASON_TAIL_LINES = 4000, 500, 8
-# a worker's log is cut back to its last LOG_KEEP_BYTES when it passes LOG_CAP_BYTES
-LOG_CAP_BYTES, LOG_KEEP_BYTES = 8 << 20, 256 << 10
+REASON_TAIL_LINES = 8
+# a worker's log is cut back to its last LOG_KEEP_BYTES when it passes LOG_CAP_BYTES (by
+# the worker); the parent cuts one past LOG_HARD_CAP_FACTOR x LOG_CAP_BYTES (a worker whose
+# watchdog thread cannot run), where an item's output may then be misattributed
+LOG_CAP_BYTES, LOG_KEEP_BYTES, LOG_HARD_CAP_FACTOR = 8 << 20, 256 << 10, 16
 _READ_CHUNK = 1 << 16
 
 
@@ -85,6 +91,8 @@ class WorkerSetup:
     threads: Optional[int]  # torch intra-op threads on a CPU; None: torch's default
     log: str  # the worker's stdout and stderr go here (appended)
     parent_pid: int = 0
+    log_cap_bytes: int = 8 << 20
+    log_keep_bytes: int = 256 << 10
 
 
 # ---------------------------------------------------------------- the worker process
@@ -118,12 +126,17 @@ class _Sender:
     that reaches a send exits there instead, so it never produces a row."""
 
     def __init__(self, fd: int):
+        import threading
+
         self.fd, self.pid = fd, os.getpid()
+        self.lock = threading.Lock()  # the log's watchdog thread sends too
 
     def __call__(self, **message) -> None:
         if os.getpid() != self.pid:
             os._exit(0)
-        frames.write_all(self.fd, frames.encode(message))
+        data = frames.encode(message)
+        with self.lock:
+            frames.write_all(self.fd, data)
 
 
 def _worker_main(tasks, messages, setup: WorkerSetup) -> None:
@@ -145,6 +158,8 @@ def _worker_main(tasks, messages, setup: WorkerSetup) -> None:
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(line_buffering=True, errors="replace")
     send = _Sender(messages.fileno())
+    wlog = WorkerLog(setup.log, setup.log_cap_bytes, setup.log_keep_bytes, send)
+    wlog.start_watchdog()
 
     import torch
 
@@ -157,11 +172,6 @@ def _worker_main(tasks, messages, setup: WorkerSetup) -> None:
         torch.set_num_threads(setup.threads)
     ceilings = setup.ceilings if setup.ceilings is not None else no_ceilings(setup.opts.device)
     contexts = ContextCache()  # the case's inputs and golden, for each of its items
-
-    def flushed() -> int:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        return os.fstat(1).st_size
 
     send(m="ready", pid=os.getpid())
     while True:
@@ -179,9 +189,10 @@ def _worker_main(tasks, messages, setup: WorkerSetup) -> None:
                 why = e.what if isinstance(e, SuiteInputError) else f"{type(e).__name__}: {e}"
                 send(m="load_failed", task=task_id, i=i, reason=why[:OUTPUT_TAIL_CHARS])
                 continue
-            send(m="start", task=task_id, i=i, log=flushed())
+            wlog.begin(task=task_id, i=i)
             (row,) = run_case(spec, case, [impl], setup.opts, setup.run, ceilings, contexts)
-            send(m="row", task=task_id, i=i, row=results.storable_record(row), log=flushed())
+            send(m="row", task=task_id, i=i, row=results.storable_record(row),
+                 output=wlog.end())
             if cuda_fault.lost_at():  # the rest of the case on a fresh worker
                 os._exit(EXIT_CONTEXT_LOST)
             if memory.oom_seen():  # the allocator may keep what it held: start clean
@@ -246,20 +257,6 @@ def impl_key(impl) -> tuple:
     return (impl.op, impl.origin or impl.name)
 
 
-def tail_text(raw: bytes, chars: int = OUTPUT_TAIL_CHARS) -> str:
-    """The last lines of what an item wrote, each cut to OUTPUT_LINE_CHARS, at most
-    `chars` in all: one 4 MiB line must not become every row's reason."""
-    lines = [ln if len(ln) <= OUTPUT_LINE_CHARS else ln[:OUTPUT_LINE_CHARS] + " [...]"
-             for ln in raw.decode("utf-8", "replace").splitlines() if ln.strip()]
-    kept, size = [], 0
-    for ln in reversed(lines):
-        if size + len(ln) + 1 > chars:
-            break
-        kept.append(ln)
-        size += len(ln) + 1
-    return "\n".join(reversed(kept))
-
-
 class Pool:
     """Worker processes running plans' items; rows go to the sink as they arrive. Started
     on the first `run`, kept for the next ones, stopped by `close` (or leaving `with`)."""
@@ -302,7 +299,7 @@ class Pool:
                                        else opts.golden_device)
         log = str(self.log_dir / f"worker-{slot}.log")
         return WorkerSetup(opts, self.run_info, self.ceilings, cuda_visible, self.pool.threads,
-                           log, os.getpid())
+                           log, os.getpid(), LOG_CAP_BYTES, LOG_KEEP_BYTES)
 
     def _start(self, slot: int) -> _Worker:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -352,7 +349,7 @@ class Pool:
         that hold something."""
         for w in self.workers:
             self._stop(w, kill=w.task is not None)
-            self._cap_log(w)
+            self._cap_log(w, LOG_CAP_BYTES)
         self.workers = []
         self._drop_empty_logs()
 
@@ -401,36 +398,25 @@ class Pool:
             row.device = device_label
         return row
 
-    def _item_output(self, w: _Worker, end: Optional[int] = None) -> str:
-        """What the worker wrote since the item in flight started, up to `end` (where its
-        log stood when the item finished) or all of it (its tail)."""
+    def _item_output(self, w: _Worker) -> str:
+        """What the worker wrote since the item in flight started (its tail), for an item
+        its worker could not finish (a death, a timeout); a finished item's row brings its
+        own (WorkerLog.end)."""
         try:
             with open(w.log, "rb") as f:
                 f.seek(w.log_offset)
-                size = end - w.log_offset if isinstance(end, int) and end >= w.log_offset \
-                    else -1
-                return tail_text(f.read(size))
+                return tail_text(f.read())
         except OSError:
             return ""
 
-    def _cap_log(self, w: _Worker) -> None:
-        """A log past LOG_CAP_BYTES is cut back to its tail (the worker appends, so it
-        writes on after the cut)."""
+    def _cap_log(self, w: _Worker, cap: int) -> None:
+        """Cut a log past `cap` bytes back to its tail. With the worker alive this races
+        with its own cuts and sizes: only for a log it failed to keep (see LOG_CAP_BYTES)."""
         try:
-            size = os.path.getsize(w.log)
-            if size <= LOG_CAP_BYTES:
+            if os.path.getsize(w.log) <= cap:
                 return
-            with open(w.log, "r+b") as f:
-                f.seek(size - LOG_KEEP_BYTES)
-                keep = f.read()
-                f.seek(0)
-                f.truncate()
-                kept = f"[bwd-suite: {size - len(keep)} earlier bytes of this log " \
-                       f"dropped]\n".encode() + keep
-                f.write(kept)
-            # an item in flight owns only what comes after the cut: from 0 it would take
-            # the notice and an earlier item's output (the worker's sizes are the file's)
-            w.log_offset = len(kept)
+            cut_from, head = cut_log(w.log, LOG_KEEP_BYTES)
+            w.log_offset = head + max(0, w.log_offset - cut_from)
         except OSError:
             pass
 
@@ -581,6 +567,13 @@ class Pool:
                                    FailureKind.NOT_LOADED, why))
             w.task.pending.remove(i)
             w.loading = None
+        elif kind == "log_cut":  # the worker cut its log during the item in flight
+            start = message.get("start")
+            if w.item is None or not isinstance(start, int) or isinstance(start, bool) \
+                    or start < 0:
+                raise frames.CorruptStream(f"a log cut at {str(start)[:40]!r} with item "
+                                           f"{w.item} in flight")
+            w.log_offset = start
         elif kind == "start":
             _, i, offset = self._expect(w, message, "task", "i", "log")
             if i != w.loading:
@@ -592,8 +585,8 @@ class Pool:
             if i != w.item:
                 raise frames.CorruptStream(f"a row of item {i} while {w.item} is in flight")
             row = self._row_of(message.get("row"), w)
-            out = self._item_output(w, message.get("log"))
-            row.output = out or None
+            out = message.get("output")
+            row.output = out[-OUTPUT_TAIL_CHARS:] if isinstance(out, str) and out else None
             sink.add(row)
             w.task.pending.remove(i)
             w.item, w.last = None, i
@@ -680,7 +673,7 @@ class Pool:
     def _check_clocks(self, tasks: deque, sink) -> None:
         now = time.monotonic()
         for w in list(self.workers):
-            self._cap_log(w)
+            self._cap_log(w, LOG_HARD_CAP_FACTOR * LOG_CAP_BYTES)
             if not w.ready and now - w.since > _START_TIMEOUT_S:
                 self.harness_failure = (f"harness: a worker process did not start within "
                                         f"{_START_TIMEOUT_S:.0f} s; see {w.log}")

@@ -150,20 +150,52 @@ def test_fuzz_shrinks_a_crashing_implementation_through_its_workers(tmp_path):
     assert "SIGSEGV" in shrunk[0].reason
 
 
-def test_an_item_in_flight_when_its_log_is_cut_owns_only_what_follows(tmp_path, monkeypatch):
-    """The parent cuts a long log while an item runs: that item's output is what its worker
-    wrote after the cut, never the cut's notice or an earlier item's tail (CI once gave a
-    silent torch_ref the noisy implementation's output that way)."""
-    from types import SimpleNamespace
+def test_a_worker_cuts_its_own_log_and_each_item_owns_only_what_it_wrote(tmp_path):
+    """The worker cuts its log between items and during an item that prints on, and reads
+    each item's output itself: never the cut's notice or an earlier item's tail (CI twice
+    gave a silent torch_ref the noisy implementation's output while the parent cut the
+    log: a size read between its truncate and its rewrite)."""
+    from bwd_suite.suite.worker_log import WorkerLog
 
-    monkeypatch.setattr(workers, "LOG_CAP_BYTES", 1000)
-    monkeypatch.setattr(workers, "LOG_KEEP_BYTES", 100)
     log = tmp_path / "worker-0.log"
     log.write_bytes(b"noise of an earlier item\n" * 200)
-    w = SimpleNamespace(log=str(log), log_offset=log.stat().st_size)  # the next item began
-    workers.Pool._cap_log(None, w)
+    sent = []
+    wlog = WorkerLog(str(log), cap_bytes=1000, keep_bytes=100,
+                     send=lambda **m: sent.append(m))
+
+    def write(data: bytes):
+        with open(log, "ab") as f:
+            f.write(data)
+
+    wlog.begin(task=1, i=0)  # cut first: 5000 bytes
     assert log.stat().st_size < 1000
-    with open(log, "ab") as f:  # what the item in flight writes after the cut
-        f.write(b"mine\n")
-    end = log.stat().st_size  # the worker's row reports its log's size
-    assert workers.Pool._item_output(None, w, end) == "mine"
+    assert sent[-1] == {"m": "start", "log": log.stat().st_size, "task": 1, "i": 0}
+    write(b"mine\n")
+    assert wlog.end() == "mine"
+    wlog.check()  # no item in flight: the watchdog leaves the log alone
+    assert len(sent) == 1
+    wlog.begin(task=1, i=1)
+    write(b"0123456789abcdef\n" * 100 + b"last words\n")
+    wlog.check()  # 1700 bytes into the item: cut, and the item begins at the kept tail
+    assert sent[-1]["m"] == "log_cut" and log.stat().st_size < 1000
+    assert log.read_bytes()[sent[-1]["start"]:].endswith(b"last words\n")
+    out = wlog.end()
+    assert out.endswith("last words") and "noise" not in out and "mine" not in out
+    assert "dropped" not in out
+
+
+def test_the_parent_cuts_a_log_its_worker_did_not_keep(tmp_path, monkeypatch):
+    """Past the hard cap (a worker whose watchdog cannot run) the parent cuts, and the item
+    in flight keeps what it wrote that was kept."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(workers, "LOG_KEEP_BYTES", 100)
+    log = tmp_path / "worker-0.log"
+    log.write_bytes(b"noise of an earlier item\n" * 200 + b"the item's last line\n")
+    w = SimpleNamespace(log=str(log), log_offset=5000)  # where the item began
+    workers.Pool._cap_log(None, w, 1000)
+    assert log.stat().st_size < 1000
+    assert workers.Pool._item_output(None, w) == "the item's last line"
+    w.log_offset = 0
+    workers.Pool._cap_log(None, w, 1000)  # under the cap: left alone
+    assert "dropped" in log.read_text()
