@@ -60,8 +60,9 @@ if has tests; then
   timeout $(( $(left) / 4 )) python3 -m pytest -p no:cacheprovider -q tests/linear -x -rs > "$work/tests.txt" 2>&1
   echo "tests: exit $? after $(( SECONDS - start )) s"; tail -n 15 "$work/tests.txt"
 fi
-if has matrix; then
-  timeout $(( $(left) * 2 / 5 )) python3 -m bwd_suite run --profile gpu --op linear --impl "$IMPLS" \
+if has matrix; then  # leaves perf and bare their share when they follow
+  if has perf; then share=$(( $(left) * 2 / 5 )); else share=$(( $(left) - 30 )); fi
+  timeout "$share" python3 -m bwd_suite run --profile gpu --op linear --impl "$IMPLS" \
     --repeats 10 --no-timing --quiet --output "$work/gpu.parquet" > "$work/gpu.txt" 2>&1
   echo "gpu profile: exit $? after $(( SECONDS - start )) s"; summary "$work/gpu.parquet"
 fi
