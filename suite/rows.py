@@ -127,7 +127,7 @@ class ResultRow:
     yardstick_note: Optional[str] = _col(_str)
     outputs: list = _col(pa.list_(OUTPUT_STRUCT), [])  # suite.verdicts.OutputCheck.as_row
     # the tail of what the item wrote on stdout and stderr in its worker process (capped:
-    # suite.workers.OUTPUT_TAIL_CHARS); null when it wrote nothing or ran without workers
+    # suite.worker_log.OUTPUT_TAIL_CHARS); null when it wrote nothing or ran without workers
     # (added in version 9)
     output: Optional[str] = _col(_str)
     # the op's statistics of the item as a JSON object (OpSpec.case_stats), {"error": ...}

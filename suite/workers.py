@@ -51,8 +51,7 @@ from bwd_suite.suite import frames
 from bwd_suite.suite.outcomes import FailureKind, Verdict
 from bwd_suite.suite.plan import CasePlan, Plan
 from bwd_suite.suite.rows import ResultRow, RunInfo
-from bwd_suite.suite.worker_log import (  # noqa: F401 - OUTPUT_*: the workers' limits
-    OUTPUT_LINE_CHARS, OUTPUT_TAIL_CHARS, WorkerLog, cut_log, tail_text)
+from bwd_suite.suite.worker_log import OUTPUT_TAIL_CHARS, WorkerLog, cut_log, tail_text
 
 # A worker exits with these after an item that lost its CUDA context or ran out of memory:
 # the parent restarts it (nobody's fault) and the case's other items go on
@@ -67,7 +66,7 @@ MAX_LOAD_DEATHS = 2
 # worker deaths in a row charged to no item and no implementation (before it was ready,
 # or idle): the harness cannot run here
 MAX_FRUITLESS_DEATHS = 3
-# what an item wrote, as kept in its row and in a reason: the last lines, each cut
+# the last lines of what an item wrote that a worker death's reason quotes
 REASON_TAIL_LINES = 8
 # a worker's log is cut back to its last LOG_KEEP_BYTES when it passes LOG_CAP_BYTES (by
 # the worker); the parent cuts one past LOG_HARD_CAP_FACTOR x LOG_CAP_BYTES (a worker whose
