@@ -33,11 +33,18 @@ def tail_text(raw: bytes, chars: int = OUTPUT_TAIL_CHARS) -> str:
     return "\n".join(reversed(kept))
 
 
-def cut_log(path: str, keep_bytes: int) -> tuple:
-    """Cut the file back to its last `keep_bytes` behind a one-line notice. Returns
-    (cut_from, head): the old offset the kept bytes began at, and the notice's length (old
-    offset p >= cut_from is new offset head + p - cut_from). Bytes appended while it cuts
-    may be lost; a log is a tail, not a record."""
+def read_tail(path: str, start: int, end: Optional[int] = None) -> str:
+    """tail_text of the file's bytes from `start` to `end` (default: its end)."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        return tail_text(f.read(-1 if end is None else max(0, end - start)))
+
+
+def cut_log(path: str, keep_bytes: int, offset: int) -> int:
+    """Cut the file back to its last `keep_bytes` behind a one-line notice; returns where
+    old `offset` lies now (the first kept byte where the cut dropped it: an item keeps
+    what it wrote that was kept). Bytes appended while it cuts may be lost; a log is a
+    tail, not a record."""
     with open(path, "r+b") as f:
         size = os.fstat(f.fileno()).st_size
         cut_from = max(0, size - keep_bytes)
@@ -47,7 +54,7 @@ def cut_log(path: str, keep_bytes: int) -> tuple:
         f.seek(0)
         f.truncate()
         f.write(notice + keep)
-    return cut_from, len(notice)
+    return len(notice) + max(0, offset - cut_from)
 
 
 class WorkerLog:
@@ -71,9 +78,9 @@ class WorkerLog:
     def _cut_if_long(self) -> bool:
         if self._size() <= self.cap:
             return False
-        cut_from, head = cut_log(self.path, self.keep)
-        if self.start is not None:  # the item owns what it wrote that was kept
-            self.start = head + max(0, self.start - cut_from)
+        moved = cut_log(self.path, self.keep, self.start or 0)
+        if self.start is not None:
+            self.start = moved
         return True
 
     def begin(self, **start_message) -> None:
@@ -88,9 +95,7 @@ class WorkerLog:
         with self.lock:
             end, start = self._size(), self.start or 0
             self.start = None
-            with open(self.path, "rb") as f:
-                f.seek(start)
-                return tail_text(f.read(max(0, end - start)))
+            return read_tail(self.path, start, end)
 
     def check(self) -> None:
         """The watchdog's one look: cut a log past the cap during an item."""

@@ -51,7 +51,7 @@ from bwd_suite.suite import frames
 from bwd_suite.suite.outcomes import FailureKind, Verdict
 from bwd_suite.suite.plan import CasePlan, Plan
 from bwd_suite.suite.rows import ResultRow, RunInfo
-from bwd_suite.suite.worker_log import OUTPUT_TAIL_CHARS, WorkerLog, cut_log, tail_text
+from bwd_suite.suite.worker_log import OUTPUT_TAIL_CHARS, WorkerLog, cut_log, read_tail
 
 # A worker exits with these after an item that lost its CUDA context or ran out of memory:
 # the parent restarts it (nobody's fault) and the case's other items go on
@@ -90,8 +90,8 @@ class WorkerSetup:
     threads: Optional[int]  # torch intra-op threads on a CPU; None: torch's default
     log: str  # the worker's stdout and stderr go here (appended)
     parent_pid: int = 0
-    log_cap_bytes: int = 8 << 20
-    log_keep_bytes: int = 256 << 10
+    log_cap_bytes: int = LOG_CAP_BYTES
+    log_keep_bytes: int = LOG_KEEP_BYTES
 
 
 # ---------------------------------------------------------------- the worker process
@@ -402,9 +402,7 @@ class Pool:
         its worker could not finish (a death, a timeout); a finished item's row brings its
         own (WorkerLog.end)."""
         try:
-            with open(w.log, "rb") as f:
-                f.seek(w.log_offset)
-                return tail_text(f.read())
+            return read_tail(w.log, w.log_offset)
         except OSError:
             return ""
 
@@ -414,8 +412,7 @@ class Pool:
         try:
             if os.path.getsize(w.log) <= cap:
                 return
-            cut_from, head = cut_log(w.log, LOG_KEEP_BYTES)
-            w.log_offset = head + max(0, w.log_offset - cut_from)
+            w.log_offset = cut_log(w.log, LOG_KEEP_BYTES, w.log_offset)
         except OSError:
             pass
 

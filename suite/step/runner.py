@@ -272,11 +272,11 @@ def check_steps(s: Scenario, cs: ChoiceSet, device, init: Optional[dict] = None
                                  s.seed, depth)
         except Exception as e:  # noqa: BLE001 - no conditioning, no bound
             return fail_all(_harness(_failure(e), "the float64 conditioning runs"))
+        deterministic = group.nondeterministic is None
         for name in s.checks:
             o, rec = outcomes[name], full.get(run_key[name])
             if o.error is not None or rec is None:
                 continue
-            deterministic = group.nondeterministic is None
             o.judged += _judge(CHECKS[name].judge, rec, deterministic,
                                full.get(("choice", PLAIN_KEY)), golden, ref, dtype, cond,
                                depth)
