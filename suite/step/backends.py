@@ -7,17 +7,13 @@ choice through the op's contract (docs/contract.md): destination-passing into po
 outputs, two-phase through `prepare`, an output written into an input's storage
 (`in_place`) on a copy, in-place updates (`mutates`: an optimizer) into the tensors given;
 the golden's updated inputs are copied back into them the same way.
-
-An op the registry does not hold yet (linear, while its op is being built) can be given by
-the model as a `LocalOp`: its eager backward under the yardstick's name and its float64
-formula, chosen and called the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional
+from typing import Mapping, Optional
 
 import torch
 
@@ -32,34 +28,20 @@ OURS = "ours"  # every op's implementation of kind "ours" where it has one, else
 # PyTorch's own autograd through the model (each node's native forward: F.layer_norm, SDPA,
 # F.linear, F.conv1d; F.cross_entropy), no op contract; the optimizer as eager's
 NATIVE = "native"
-YARDSTICK_LOCAL = "torch_ref"  # the name a LocalOp's eager backward goes by
-
-
-@dataclass(frozen=True)
-class LocalOp:
-    """An op the model provides itself until the registry holds it: `eager(**tensors,
-    **attrs) -> {output: tensor}` in the run's dtype, `golden` the same in float64."""
-
-    eager: Callable[..., dict]
-    golden: Callable[..., dict]
-    deterministic: bool = True
 
 
 @dataclass(frozen=True)
 class Choice:
-    """One op's backward in a run: a registered (or outside) implementation, the op's
-    LocalOp, or the golden."""
+    """One op's backward in a run: a registered (or outside) implementation, or the
+    golden (impl None)."""
 
     op: str
-    name: str  # the implementation's name, YARDSTICK_LOCAL for a LocalOp, GOLDEN
+    name: str  # the implementation's name, or GOLDEN
     impl: Optional[registry.Implementation] = None
-    local: Optional[LocalOp] = None
 
     @property
     def deterministic(self) -> bool:
-        if self.impl is not None:
-            return self.impl.deterministic
-        return self.local.deterministic if self.local is not None else True
+        return self.impl.deterministic if self.impl is not None else True
 
     @property
     def kind(self) -> str:
@@ -70,29 +52,20 @@ class Choice:
         return self.impl.version if self.impl is not None else ""
 
 
-def yardstick_name(op: str, local_ops: Mapping) -> str:
-    """The same-dtype eager implementation of `op`: the op's yardstick, or its LocalOp's."""
+def yardstick_name(op: str) -> str:
+    """The same-dtype eager implementation of `op` (the op's yardstick)."""
     known = registry.ops()
-    if op in known:
-        return known[op].yardstick
-    if op in local_ops:
-        return YARDSTICK_LOCAL
-    raise SuiteInputError("impl", f"op {op!r} is neither registered nor given by the model")
+    if op not in known:
+        raise SuiteInputError("impl", f"op {op!r} is not registered")
+    return known[op].yardstick
 
 
-def resolve(op: str, name: str, local_ops: Mapping, where: str) -> Choice:
+def resolve(op: str, name: str, where: str) -> Choice:
     """The choice `name` (a registered name or `module:object`) for `op`; bad input names
     `where` (the scenario file and key, or the flag)."""
     known = registry.ops()
     if op not in known:
-        local = local_ops.get(op)
-        if local is None:
-            raise SuiteInputError(where, did_you_mean(op, set(known) | set(local_ops)))
-        if name != YARDSTICK_LOCAL:
-            raise SuiteInputError(where, f"op {op} is not registered yet: the model gives "
-                                         f"only its eager backward, {YARDSTICK_LOCAL!r}, "
-                                         f"not {name!r}")
-        return Choice(op, name, local=local)
+        raise SuiteInputError(where, did_you_mean(op, set(known)))
     if ":" in name:
         try:
             impl = registry.external_implementation(f"{op}={name}" if "=" not in name
@@ -108,24 +81,24 @@ def resolve(op: str, name: str, local_ops: Mapping, where: str) -> Choice:
     return Choice(op, name, impl=impl)
 
 
-def ours_name(op: str, local_ops: Mapping) -> str:
+def ours_name(op: str) -> str:
     """The op's own implementation ("ours", first by name), else its yardstick."""
     if op in registry.ops():
         mine = sorted(i.name for i in registry.implementations(op) if i.kind == "ours")
         if mine:
             return mine[0]
-    return yardstick_name(op, local_ops)
+    return yardstick_name(op)
 
 
-def parse_set(text: str, ops: tuple, local_ops: Mapping, where: str) -> dict:
+def parse_set(text: str, ops: tuple, where: str) -> dict:
     """`--impl`'s value: "eager", "ours", "native", or comma-separated `op=name`
     (`op=module:object`), each op named at most once, into {op: name} for the ops it names
     (EAGER, OURS and NATIVE name them all; NATIVE as EAGER, its backends flagged native)."""
     text = text.strip()
     if text in (EAGER, NATIVE):
-        return {op: yardstick_name(op, local_ops) for op in ops}
+        return {op: yardstick_name(op) for op in ops}
     if text == OURS:
-        return {op: ours_name(op, local_ops) for op in ops}
+        return {op: ours_name(op) for op in ops}
     chosen = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         op, eq, name = part.partition("=")
@@ -185,8 +158,6 @@ class Backends:
         with torch.enable_grad():
             if choice.name == GOLDEN:
                 out = _call_golden(op, choice, inputs)
-            elif choice.local is not None:
-                out = choice.local.eager(**inputs.tensors, **inputs.attrs)
             else:
                 out = _call_impl(choice.impl, params, inputs, self.device)
         if watch and watch[0].get_total_flops() == before:
@@ -216,11 +187,9 @@ def unseen_flops(counter):
         _UNSEEN.pop()
 
 
-def golden_backends(ops: tuple, local_ops: Mapping, device) -> Backends:
-    """Every op's float64 golden (a LocalOp's where the registry does not hold the op)."""
-    known = registry.ops()
-    choices = {op: Choice(op, GOLDEN, local=None if op in known else local_ops.get(op))
-               for op in ops}
+def golden_backends(ops: tuple, device) -> Backends:
+    """Every op's float64 golden."""
+    choices = {op: Choice(op, GOLDEN) for op in ops}
     return Backends(choices, torch.device(device))
 
 
@@ -231,8 +200,6 @@ def _copy_back(target, result) -> None:
 
 
 def _call_golden(op: str, choice: Choice, inputs: CaseInputs) -> dict:
-    if choice.local is not None:
-        return choice.local.golden(**inputs.tensors, **inputs.attrs)
     spec = registry.ops()[op]
     out = spec.golden(**inputs.tensors, **inputs.attrs)
     for name in spec.mutates:

@@ -53,7 +53,7 @@ class ModelSpec:
     # in the backward when named (e.g. "block", "mixer", "mlp")
     layers: tuple
     # the ops its nodes call (a scenario's [impl] keys must be among these and the
-    # training's); ops the registry does not hold yet are given by `local_ops`
+    # training's)
     ops: tuple
 
     # --- building ---
@@ -84,8 +84,6 @@ class ModelSpec:
     # params -> whether the forward draws random numbers (dropout): micro-batches then draw
     # other masks than the whole batch
     draws: Callable[[Mapping], bool] = field(default=lambda p: False)
-    # ops the registry does not hold yet: op name -> suite.step.backends.LocalOp
-    local_ops: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.name.isidentifier():

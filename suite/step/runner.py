@@ -33,7 +33,6 @@ from bwd_suite.suite.step import backends as be
 from bwd_suite.suite.step import compare, measure
 from bwd_suite.suite.step.checks import CHECKS, Judge
 from bwd_suite.suite.step.loop import PLAIN, Run, step_seed
-from bwd_suite.suite.step.models import models
 from bwd_suite.suite.step.scenario import Scenario
 
 KIND_ORDER = ("ours", "vendor", "external", "mutant", "native", "reference")
@@ -71,19 +70,18 @@ def choice_set(s: Scenario, text: Optional[str], where: str = "--impl") -> Choic
     """`--impl`'s value (None: the scenario's own [impl] table over eager) as a ChoiceSet."""
     spec = s.spec
     ops = spec.all_ops
-    eager = {op: be.yardstick_name(op, spec.local_ops) for op in ops}
+    eager = {op: be.yardstick_name(op) for op in ops}
     if text is None:
         names, where = dict(eager, **s.impl), s.where("impl")
     else:
-        chosen = be.parse_set(text, ops, spec.local_ops, where)
+        chosen = be.parse_set(text, ops, where)
         for op in chosen:
-            if op not in ops and op not in registry.ops() and not any(
-                    op in m.local_ops for m in models().values()):
+            if op not in ops and op not in registry.ops():
                 raise SuiteInputError(where, f"no op {op!r}: "
                                       + did_you_mean(op, spec.all_ops))
         # a set may name ops of other models of the run (attention for a Mamba scenario)
         names = dict(eager, **{op: n for op, n in chosen.items() if op in ops})
-    choices = {op: be.resolve(op, n, spec.local_ops, where) for op, n in names.items()}
+    choices = {op: be.resolve(op, n, where) for op, n in names.items()}
     differ = {op: c.name for op, c in choices.items() if c.name != eager[op]}
     named = text.strip() if text else ""
     label = named if named in (be.EAGER, be.OURS, be.NATIVE) else (
@@ -121,7 +119,7 @@ class _Group:
         def make(backends, dt, variant, values):
             return Run(spec, s.params, backends, dt, device, values, batch, variant, s.seed)
 
-        golden = be.golden_backends(spec.all_ops, spec.local_ops, device)
+        golden = be.golden_backends(spec.all_ops, device)
         self.shadow = make(golden, torch.float64, PLAIN, init64)
         # the float64 model with its gradients moved at every step (_conditioning)
         self.perturbed = [make(golden, torch.float64, PLAIN, init64) for _ in range(2)]

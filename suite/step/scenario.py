@@ -161,7 +161,7 @@ def _check_scenario(spec: ModelSpec, s: Scenario) -> None:
                                   f"equals the global one, so accumulation_mean cannot fail "
                                   f"(mask padding_right gives unequal counts)")
     for op, name in s.impl.items():
-        be.resolve(op, name, spec.local_ops, s.where(f"impl.{op}"))
+        be.resolve(op, name, s.where(f"impl.{op}"))
 
 
 def _scenario(spec: ModelSpec, file: str, table: dict, defaults: dict,

@@ -28,7 +28,7 @@ def _case():
 def _counted(name: str, kind: str = ""):
     case = _case()
     spec = registry.ops()["linear"]
-    choice = be.resolve("linear", name, {}, "test")
+    choice = be.resolve("linear", name, "test")
     if kind:
         choice = dataclasses.replace(choice, impl=dataclasses.replace(choice.impl, kind=kind))
     backends = be.Backends({"linear": choice}, torch.device("cpu"))

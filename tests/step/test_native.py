@@ -47,7 +47,7 @@ def test_native_nodes_never_call_the_op_contract(monkeypatch):
 def _backends(native, device, deterministic=True):
     choices = {"adamw": be.Choice("adamw", "torch_ref")} if deterministic else {
         "adamw": be.Choice("adamw", "mine", impl=dataclasses.replace(
-            be.resolve("adamw", "torch_ref", {}, "--impl").impl, deterministic=False))}
+            be.resolve("adamw", "torch_ref", "--impl").impl, deterministic=False))}
     return be.Backends(choices, torch.device(device), native=native)
 
 
