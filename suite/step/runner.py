@@ -166,15 +166,18 @@ def _failure(e: BaseException) -> tuple:
     return Verdict.ERROR, FailureKind.EXCEPTION, f"{type(e).__name__}: {e} | {tail[-1500:]}"
 
 
-def _judge(judge: Judge, rec, deterministic: bool, base_rec, golden, ref, dtype, cond,
-           depth: int):
+def _judged_by(judge: Judge, deterministic: bool) -> Judge:
+    """A bitwise check (SAME) of a run that is not bitwise reproducible is judged against
+    the float64 model instead."""
+    return Judge.FLOAT64 if judge is Judge.SAME and not deterministic else judge
+
+
+def _judge(judge: Judge, rec, base_rec, golden, ref, dtype, cond, depth: int):
     if judge is Judge.FLOAT64:
         return compare.against_float64(rec, golden, ref, dtype, cond=cond, depth=depth)
     if judge is Judge.LOSS:
         return compare.against_float64(rec, golden, ref, dtype, quantities=("loss",), cond=cond,
                                        depth=depth)
-    if judge is Judge.SAME and not deterministic:
-        return compare.against_float64(rec, golden, ref, dtype, cond=cond, depth=depth)
     if judge is Judge.SAME:
         return compare.bitwise(rec, base_rec)
     if judge is Judge.UNCHANGED:
@@ -275,10 +278,10 @@ def check_steps(s: Scenario, cs: ChoiceSet, device, init: Optional[dict] = None
             o, rec = outcomes[name], full.get(run_key[name])
             if o.error is not None or rec is None:
                 continue
-            o.judged += _judge(CHECKS[name].judge, rec, deterministic,
-                               full.get(("choice", PLAIN_KEY)), golden, ref, dtype, cond,
-                               depth)
-            if CHECKS[name].judge is Judge.SAME and not deterministic:
+            judge = _judged_by(CHECKS[name].judge, deterministic)
+            o.judged += _judge(judge, rec, full.get(("choice", PLAIN_KEY)), golden, ref,
+                               dtype, cond, depth)
+            if judge is not CHECKS[name].judge:
                 o.note = f"against the float64 model, not bitwise: {group.nondeterministic}"
     return outcomes
 
