@@ -83,11 +83,8 @@ def resolve(op: str, name: str, where: str) -> Choice:
 
 def ours_name(op: str) -> str:
     """The op's own implementation ("ours", first by name), else its yardstick."""
-    if op in registry.ops():
-        mine = sorted(i.name for i in registry.implementations(op) if i.kind == "ours")
-        if mine:
-            return mine[0]
-    return yardstick_name(op)
+    mine = sorted(i.name for i in registry.implementations(op) if i.kind == "ours")
+    return mine[0] if mine else yardstick_name(op)
 
 
 def parse_set(text: str, ops: tuple, where: str) -> dict:
